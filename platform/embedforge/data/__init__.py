@@ -1,0 +1,1 @@
+"""The shared data format: schemas, readers and writers, and converters from the papers."""

