@@ -35,7 +35,9 @@ def resolve_model(ref: str) -> Path:
             raise ValueError(f"unknown bundled model {name!r}; known: {sorted(BUNDLED)}")
         path = models_dir() / name
         if not (path / ".complete").is_file():
-            raise FileNotFoundError(f"bundled model {name!r} is not prepared at {path}: run `embedforge models prepare`")
+            raise FileNotFoundError(
+                f"bundled model {name!r} is not prepared at {path}: run `embedforge models prepare`"
+            )
         return path
     path = Path(ref).expanduser().resolve()
     if not path.exists():

@@ -1,10 +1,11 @@
-"""`embedforge mine`: not built yet."""
+"""`embedforge mine`: hard-negative mining with teachers, faiss and positive-aware selection (Ray Data)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from embedforge.cli.common import add_stage_arguments, not_built
+from embedforge.cli.common import add_stage_arguments, load_or_exit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,4 +13,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built("mine")
+    config = load_or_exit(args)
+    if config is None:
+        return 1
+    if not config.mine.enabled:
+        print("mine: disabled in the config (mine.enabled: false); nothing to do")
+        return 0
+    from embedforge.mine.run import run_mine
+
+    manifest = run_mine(config, args.run_dir)
+    print(json.dumps({"stage": "mine", "run_dir": str(args.run_dir), "counts": manifest.get("counts", {})}))
+    return 0

@@ -1,10 +1,12 @@
-"""`embedforge train`: not built yet."""
+"""`embedforge train`: distributed LoRA contrastive training on Ray Train (two stages, checkpoints, export)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 
-from embedforge.cli.common import add_stage_arguments, not_built
+from embedforge.cli.common import add_stage_arguments, load_or_exit
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -12,4 +14,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_built("train")
+    config = load_or_exit(args)
+    if config is None:
+        return 1
+    if not config.train.enabled:
+        print("train: disabled in the config (train.enabled: false); nothing to do")
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.train.run import run_train
+
+    try:
+        manifest = run_train(config, args.run_dir)
+    except ValueError as err:
+        print(f"train: {err}")
+        return 1
+    summary = {"stage": "train", "run_dir": str(args.run_dir), "counts": manifest.get("counts", {}),
+               "outputs": manifest.get("outputs", {})}
+    print(json.dumps(summary))
+    return 0

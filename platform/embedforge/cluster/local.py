@@ -2,6 +2,9 @@
 
 Stages call `connect()`: inside `ray job submit` (RAY_ADDRESS set) or next to a running head they join it;
 otherwise they start a private in-process cluster, so the same code runs in tests, scripts and jobs.
+
+The head keeps its files in its own temp dir and listens on its own GCS port, so `down()` stops exactly its
+processes: other Ray clusters on the same machine (tests, other users) are left alone, unlike `ray stop`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -21,11 +25,25 @@ log = logging.getLogger(__name__)
 DASHBOARD_HOST = "127.0.0.1"
 DASHBOARD_PORT = 8265
 DASHBOARD_URL = f"http://{DASHBOARD_HOST}:{DASHBOARD_PORT}"
+HEAD_PORT = 6390  # not Ray's default 6379, so a head started by someone else is never mistaken for ours
+HEAD_ADDRESS = f"{DASHBOARD_HOST}:{HEAD_PORT}"
+
+
+def head_temp_dir() -> Path:
+    """Where the head keeps its sessions and sockets ($EMBEDFORGE_RAY_TMP, default /tmp/embedforge-ray-<uid>)."""
+    env = os.environ.get("EMBEDFORGE_RAY_TMP")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"embedforge-ray-{os.getuid()}"
 
 
 def _ray_bin() -> str:
     candidate = Path(sys.executable).with_name("ray")
     return str(candidate) if candidate.exists() else (shutil.which("ray") or "ray")
+
+
+def _head_env() -> dict[str, str]:
+    """This interpreter's bin folder first on PATH: job drivers started by the head run this venv's python."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def default_object_store_bytes() -> int:
@@ -41,13 +59,16 @@ def dashboard_alive(timeout: float = 2.0) -> bool:
         return False
 
 
-def up(num_cpus: int | None = None, wait_s: float = 90.0) -> str:
+def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
     """Start the local head (idempotent) and wait until the dashboard answers; returns the dashboard URL."""
     if dashboard_alive():
         log.info("Ray head already running, dashboard at %s", DASHBOARD_URL)
         return DASHBOARD_URL
     cmd = [
         _ray_bin(), "start", "--head",
+        f"--port={HEAD_PORT}",
+        f"--node-ip-address={DASHBOARD_HOST}",
+        f"--temp-dir={head_temp_dir()}",
         f"--num-cpus={num_cpus or os.cpu_count() or 1}",
         f"--object-store-memory={default_object_store_bytes()}",
         "--include-dashboard=true",
@@ -56,22 +77,61 @@ def up(num_cpus: int | None = None, wait_s: float = 90.0) -> str:
         "--disable-usage-stats",
     ]
     log.info("starting Ray head: %s", " ".join(cmd))
-    subprocess.run(cmd, check=True, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
-    deadline = time.time() + wait_s
-    while time.time() < deadline:
+    started = time.time()
+    subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
+    while time.time() - started < wait_s:
         if dashboard_alive():
-            log.info("Ray head up, dashboard at %s", DASHBOARD_URL)
+            log.info("Ray head up in %.0fs, dashboard at %s", time.time() - started, DASHBOARD_URL)
             return DASHBOARD_URL
         time.sleep(1.0)
     raise TimeoutError(f"Ray dashboard did not answer at {DASHBOARD_URL} within {wait_s:.0f}s")
 
 
-def down() -> None:
-    subprocess.run([_ray_bin(), "stop", "--force"], check=False)
+def _is_head_process(cmdline: list[str], temp_dir: str) -> bool:
+    joined = " ".join(cmdline)
+    return temp_dir in joined or (f"{DASHBOARD_HOST}:{HEAD_PORT}" in joined and "ray" in joined)
+
+
+def head_processes() -> list[psutil.Process]:
+    """The head's processes (those naming its temp dir or GCS address) and all their descendants."""
+    temp_dir = str(head_temp_dir())
+    roots = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.pid != os.getpid() and _is_head_process(proc.info["cmdline"] or [], temp_dir):
+                roots.append(proc)
+        except psutil.Error:
+            continue
+    found = {p.pid: p for p in roots}
+    for proc in roots:
+        try:
+            found.update({c.pid: c for c in proc.children(recursive=True)})
+        except psutil.Error:
+            continue
+    found.pop(os.getpid(), None)
+    return list(found.values())
+
+
+def down(timeout_s: float = 15.0) -> int:
+    """Stop the local head's processes only (never `ray stop`); returns how many were stopped."""
+    procs = head_processes()
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            continue
+    _, alive = psutil.wait_procs(procs, timeout=timeout_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            continue
+    log.info("stopped %d Ray head processes (%d needed SIGKILL)", len(procs), len(alive))
+    return len(procs)
 
 
 def status() -> int:
-    return subprocess.run([_ray_bin(), "status"], check=False).returncode
+    return subprocess.run([_ray_bin(), "status", f"--address={HEAD_ADDRESS}"], check=False).returncode
 
 
 def connect(num_cpus: int | None = None) -> None:
@@ -81,8 +141,10 @@ def connect(num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if os.environ.get("RAY_ADDRESS") or dashboard_alive(timeout=0.5):
-        ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=True)
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
+    elif dashboard_alive(timeout=0.5):
+        ray.init(address=HEAD_ADDRESS, log_to_driver=True)
     else:
         ray.init(
             address="local",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
@@ -16,7 +16,8 @@ class DataSource(Section):
     """One dataset. `kind: shared` names a folder of ../shared/data (see its MANIFEST.md) in `path`;
     `parquet` / `jsonl` are files or folders already in the training-example schema; `beir` is a BEIR folder;
     `documents` is a user's own document collection (JSONL, Parquet or a folder of text files);
-    `run` reads the output of an earlier stage in the run directory (`path` is the stage name)."""
+    `run` reads the output of an earlier stage in the run directory (`path` is the stage name).
+    `task_type` and `instruction` default to the shared dataset's family and instruction where there is one."""
 
     name: str = Field(min_length=1)
     kind: SourceKind
@@ -26,6 +27,23 @@ class DataSource(Section):
     weight: float = Field(1.0, gt=0)
     max_examples: PositiveInt | None = None
     split: str | None = None
+    negatives_per_example: int = Field(
+        4, ge=0, description="classification / clustering sources: negatives drawn from other classes per example"
+    )
+
+    @model_validator(mode="after")
+    def _shared_dataset_exists(self) -> DataSource:
+        if self.kind != "shared":
+            return self
+        from embedforge.data.shared import SHARED_DATASETS
+
+        dataset = SHARED_DATASETS.get(self.path)
+        if dataset is None:
+            raise ValueError(f"path: unknown shared dataset {self.path!r} (known: {sorted(SHARED_DATASETS)})")
+        if self.split is not None and self.split not in dataset.splits:
+            raise ValueError(f"split: shared dataset {self.path!r} has no split {self.split!r} "
+                             f"(splits: {list(dataset.splits)})")
+        return self
 
 
 class DataConfig(Section):

@@ -4,26 +4,65 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
 Family = Literal["retrieval", "reranking", "sts", "pair_classification", "classification", "clustering"]
+TRAINED = "trained"  # the name the run's own trained model goes by in tasks, reports and baseline_for_deltas
 
 
 class CustomTask(Section):
-    name: str
+    """A user's own task. `path` by family: retrieval a BEIR folder (qrels/<split>.tsv); reranking a JSONL of
+    {query, positives, negatives}; sts / pair_classification a scored-pairs file (.jsonl or .tsv); classification
+    and clustering a labelled-texts file (.jsonl or .tsv). Classification without `test_path` is split seeded."""
+
+    name: str = Field(min_length=1)
     family: Family
     path: str
     instruction: str | None = None
+    split: str = "test"
+    test_path: str | None = None
+
+    @model_validator(mode="after")
+    def _test_path_only_for_classification(self) -> CustomTask:
+        if self.test_path is not None and self.family != "classification":
+            raise ValueError(f"custom task {self.name!r}: test_path only applies to classification tasks")
+        return self
 
 
 class EvaluateConfig(Section):
     enabled: bool = True
-    tasks: list[str] = Field(default_factory=lambda: ["all"])
+    tasks: list[str] = Field(default_factory=lambda: ["all"], description="task names, or 'all'")
     custom_tasks: list[CustomTask] = Field(default_factory=list)
+    instructions: dict[str, str] = Field(default_factory=dict, description="task name -> instruction override")
     baselines: list[str] = Field(default_factory=list, description="model references evaluated beside the trained one")
-    baseline_for_deltas: str | None = None
+    baseline_for_deltas: str | None = Field(None, description="a baselines entry, or 'trained'")
     max_examples_per_task: PositiveInt | None = 1000
+    max_corpus_documents: PositiveInt | None = Field(
+        None, description="retrieval: keep the judged documents of the kept queries plus a seeded sample of the "
+                          "rest up to this many; None keeps the whole corpus"
+    )
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="test share of one-file classification sets")
+    seed: int = 0
     batch_size: PositiveInt = 32
-    concurrency: PositiveInt = 1
+    concurrency: PositiveInt = Field(1, description="Ray workers per model, each holding a copy of the model")
+    cpus_per_worker: float = Field(1.0, gt=0)
+    cache: bool = Field(True, description="cache embeddings by (model, instruction, text) hash")
+    cache_dir: str | None = Field(None, description="default <EMBEDFORGE_CACHE>/embeddings")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EvaluateConfig:
+        if not self.tasks:
+            raise ValueError("evaluate.tasks is empty: name tasks or use ['all']")
+        names = [t.name for t in self.custom_tasks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"custom_tasks: duplicate task names {duplicates}")
+        known = {*self.baselines, TRAINED}
+        if self.baseline_for_deltas is not None and self.baseline_for_deltas not in known:
+            raise ValueError(
+                f"baseline_for_deltas {self.baseline_for_deltas!r} is neither 'trained' nor one of the baselines "
+                f"{self.baselines}"
+            )
+        return self

@@ -7,39 +7,70 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
 TeacherKind = Literal["embedforge", "sentence_transformers", "bm25", "cross_encoder", "llm_pointwise"]
+DENSE_KINDS = ("embedforge", "sentence_transformers")
+PAIRWISE_KINDS = ("cross_encoder", "llm_pointwise")
+DEFAULT_POINTWISE_PROMPT = (
+    "Query: {query}\nDocument: {document}\nDoes the document answer or match the query? Answer yes or no.\nAnswer:"
+)
 
 
 class TeacherConfig(Section):
+    """One teacher. Dense teachers retrieve through faiss, BM25 retrieves lexically, pairwise teachers
+    (cross-encoder, instruction LLM scored by P("yes")) rescore the retrieved candidates."""
+
     kind: TeacherKind
     model: str | None = None
     query_prefix: str = ""
     document_prefix: str = ""
+    max_length: PositiveInt = 256
+    prompt: str = Field(DEFAULT_POINTWISE_PROMPT, description="llm_pointwise: template with {query} and {document}")
     batch_size: PositiveInt = 64
     concurrency: PositiveInt = 1
+    num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _model_needed(self) -> TeacherConfig:
         if self.kind != "bm25" and not self.model:
             raise ValueError(f"teacher kind {self.kind!r} needs a 'model'")
+        if self.kind == "bm25" and self.model:
+            raise ValueError("teacher kind 'bm25' takes no 'model'")
+        if self.kind == "llm_pointwise" and ("{query}" not in self.prompt or "{document}" not in self.prompt):
+            raise ValueError("llm_pointwise 'prompt' must contain {query} and {document}")
         return self
 
 
 class SelectionConfig(Section):
-    """TopK-PercPos: drop candidates scoring above pos_score * margin (lowest positive when several)."""
+    """TopK-PercPos: drop candidates scoring above pos_score * margin (lowest positive when several).
+
+    `margin_type: absolute` drops candidates above pos_score - margin; `rank_range: [lo, hi]` keeps only
+    candidates ranked lo..hi (1-based, inclusive) by the teacher; `min_score` drops candidates below it."""
 
     margin_type: Literal["perc_pos", "absolute", "none"] = "perc_pos"
-    margin: float = Field(0.95, ge=0)
+    margin: NonNegativeFloat = 0.95
     min_score: float | None = None
-    rank_range: tuple[int, int] | None = None
+    rank_range: tuple[PositiveInt, PositiveInt] | None = None
     sampling: Literal["top", "random"] = "top"
     num_negatives: PositiveInt = 7
+    min_negatives: PositiveInt = Field(1, description="queries keeping fewer negatives are dropped")
     candidate_k: PositiveInt = 30
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SelectionConfig:
+        if self.num_negatives > self.candidate_k:
+            raise ValueError(f"num_negatives {self.num_negatives} exceeds candidate_k {self.candidate_k}")
+        if self.min_negatives > self.num_negatives:
+            raise ValueError(f"min_negatives {self.min_negatives} exceeds num_negatives {self.num_negatives}")
+        if self.rank_range is not None and self.rank_range[0] > self.rank_range[1]:
+            raise ValueError(f"rank_range {list(self.rank_range)}: start is after end")
+        if self.margin_type == "perc_pos" and self.margin > 1.0:
+            raise ValueError(f"perc_pos margin {self.margin} > 1 would keep negatives scoring above the positive")
+        return self
 
 
 class MineConfig(Section):
@@ -50,7 +81,21 @@ class MineConfig(Section):
     rrf_k: PositiveInt = 60
     index: Literal["exact", "ivf", "hnsw"] = "exact"
     ivf_nlist: PositiveInt = 256
+    ivf_nprobe: PositiveInt = 16
     hnsw_m: PositiveInt = 32
+    use_gpu: Literal["auto", "never"] = Field("auto", description="auto: GPU faiss when a GPU is visible")
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     sources: list[str] = Field(default_factory=list, description="data source names to mine; empty = all")
+    shard_size: PositiveInt = Field(2048, description="training examples per output shard")
+    cache_dir: str | None = Field(None, description="embedding cache; default <EMBEDFORGE_CACHE>/embeddings")
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _has_retriever(self) -> MineConfig:
+        if not self.teachers:
+            raise ValueError("mine.teachers is empty: give at least one dense or bm25 teacher")
+        if all(t.kind in PAIRWISE_KINDS for t in self.teachers):
+            raise ValueError(
+                "mine.teachers: pairwise teachers only rescore candidates; add a dense or bm25 teacher to retrieve them"
+            )
+        return self

@@ -1,4 +1,8 @@
-"""Serve section: Ray Serve deployment, autoscaling, token-budget batching, keys and request limits."""
+"""Serve section: Ray Serve deployment, autoscaling, token-budget batching, keys and request limits.
+
+Serving the trained embedder behind an OpenAI-style `/v1/embeddings` endpoint is the recipe's section 8; query
+instructions follow NV-Embed (seed 000) section 4 through `model.instructions`, so serving and training agree.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,15 @@ from embedforge.config.base import Section
 
 
 class AutoscalingConfig(Section):
+    """Ray Serve autoscaling: replicas follow ongoing requests per replica, with delays against flapping."""
+
     min_replicas: int = Field(1, ge=0)
     max_replicas: PositiveInt = 2
     target_ongoing_requests: float = Field(4.0, gt=0)
     upscale_delay_s: float = Field(10.0, ge=0)
     downscale_delay_s: float = Field(60.0, ge=0)
+    metrics_interval_s: float = Field(10.0, gt=0, description="how often replicas report their load")
+    look_back_period_s: float = Field(30.0, gt=0, description="window the load is averaged over")
 
     @model_validator(mode="after")
     def _ordered(self) -> AutoscalingConfig:
@@ -24,9 +32,12 @@ class AutoscalingConfig(Section):
 
 
 class BatchingConfig(Section):
+    """Dynamic batching across requests. A batch costs (texts x longest text) tokens, padding included."""
+
     max_batch_tokens: PositiveInt = 8192
     max_batch_size: PositiveInt = 64
-    batch_wait_timeout_s: float = Field(0.005, ge=0)
+    batch_wait_timeout_s: float = Field(0.005, ge=0, le=1.0)
+    max_pending_requests: PositiveInt = Field(1024, description="requests waiting for a batch before 503")
 
 
 class LimitsConfig(Section):
@@ -35,20 +46,36 @@ class LimitsConfig(Section):
     max_tokens_per_input: PositiveInt = 512
     on_too_long: Literal["truncate", "reject"] = "truncate"
     max_body_bytes: PositiveInt = 4 * 1024 * 1024
+    request_timeout_s: float = Field(60.0, gt=0, description="the proxy answers 408 past this, never hangs")
 
 
 class ServeConfig(Section):
     name: str = "embedforge"
-    model: str | None = None  # None: the pipeline's exported model
+    model: str | None = None  # None: the pipeline's trained model, run_dir/train/model
     model_name: str = "embedforge"
     host: str = "127.0.0.1"
-    port: PositiveInt = 8000
+    port: int = Field(8000, ge=0, le=65535, description="0 picks a free port")
     route_prefix: str = "/"
     num_cpus: float = Field(1.0, ge=0)
     num_gpus: float = Field(0.0, ge=0)
+    torch_threads: PositiveInt | None = Field(None, description="torch threads per replica; None: num_cpus")
     max_ongoing_requests: PositiveInt = 32
     max_queued_requests: int = Field(128, ge=-1)
+    default_input_type: Literal["query", "document"] = "document"
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     api_keys_env: str | None = Field(None, description="name of an env var holding comma-separated API keys")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServeConfig:
+        if not self.route_prefix.startswith("/"):
+            raise ValueError(f"route_prefix must start with '/', got {self.route_prefix!r}")
+        if not self.model_name.strip():
+            raise ValueError("model_name must not be empty: clients send it as `model`")
+        if self.batching.max_batch_tokens < self.limits.max_tokens_per_input:
+            raise ValueError(
+                f"batching.max_batch_tokens ({self.batching.max_batch_tokens}) is below "
+                f"limits.max_tokens_per_input ({self.limits.max_tokens_per_input}): one input would not fit"
+            )
+        return self

@@ -7,14 +7,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
 Family = Literal["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
 
+# Guided decoding bounds strings in characters, the engine in tokens: budget at this many characters per token
+# (English BPE averages about 4; 3 leaves room for JSON keys, escapes and short words).
+CHARS_PER_TOKEN = 3
+JSON_OVERHEAD_TOKENS = 48
+
 
 class GeneratorConfig(Section):
+    """One vLLM engine per Ray Data actor; `memory_fraction` is vLLM's gpu_memory_utilization (on CPU: the share
+    of the NUMA node's RAM reserved for the KV cache, 0.3 is safe on a 24 GiB machine; environment.md)."""
+
     model: str = "bundled:smollm2-135m-instruct"
     tensor_parallel_size: PositiveInt = 1
     max_num_seqs: PositiveInt = 32
@@ -22,18 +30,42 @@ class GeneratorConfig(Section):
     memory_fraction: float = Field(0.3, gt=0, le=1, description="vLLM gpu_memory_utilization; on CPU the KV share")
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)
+    cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
     max_tokens: PositiveInt = 384
     seed: int = 0
     batch_size: PositiveInt = 16
+    guided: bool = Field(True, description="JSON-schema guided decoding (only the benchmark turns it off)")
+
+    @model_validator(mode="after")
+    def _fits_context(self) -> GeneratorConfig:
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(
+                f"generator.max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len}) "
+                "to leave room for the prompt"
+            )
+        return self
 
 
 class JudgeConfig(Section):
+    """WildBench 3.3: a checklist-guided score 1-10, rescaled S' = (S - 5) * 2; kept when S' > threshold."""
+
     enabled: bool = True
-    model: str | None = None  # None: the generator's model
+    model: str | None = None  # None: the generator's engine judges (one engine, no extra memory)
     threshold: float = Field(0.0, ge=-10, le=10, description="kept when (S - 5) * 2 exceeds this")
-    max_tokens: PositiveInt = 64
+    max_tokens: PositiveInt = 160
+    note_chars: PositiveInt = Field(150, description="bound on the judge's strengths / weaknesses strings")
+
+    @model_validator(mode="after")
+    def _fits_budget(self) -> JudgeConfig:
+        need = 2 * self.note_chars // CHARS_PER_TOKEN + 16
+        if self.enabled and self.max_tokens < need:
+            raise ValueError(
+                f"judge.max_tokens ({self.max_tokens}) is below the {need} tokens two notes of "
+                f"judge.note_chars={self.note_chars} characters and a score need; raise it or lower note_chars"
+            )
+        return self
 
 
 class SynthConfig(Section):
@@ -43,11 +75,33 @@ class SynthConfig(Section):
         default_factory=lambda: ["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
     )
     tasks_per_family: PositiveInt = 4
+    tasks_per_brainstorm: PositiveInt = Field(20, description="tasks asked of one brainstorm prompt (MGH A.1: ~20)")
+    max_task_chars: PositiveInt = 160
     examples_per_task: PositiveInt = 2
     documents: str | None = None  # corpus-grounded mode: path to the user's documents
+    documents_instruction: str = "Given a question, retrieve passages that answer the question"
     max_documents: PositiveInt | None = None
+    max_document_prompt_chars: PositiveInt = Field(1500, description="user documents are cut to this in prompts")
     heldout_fraction: float = Field(0.1, ge=0, lt=1)
+    shard_size: PositiveInt = Field(64, description="prompts per output shard (the unit of resume)")
+    dedup_model: str = "bundled:all-minilm-l6-v2"
     near_duplicate_threshold: float = Field(0.95, gt=0, le=1)
     min_chars: PositiveInt = 3
-    max_chars: PositiveInt = 2000
+    max_query_chars: PositiveInt = 200
+    max_document_chars: PositiveInt = 400
+    num_negatives: Literal[4] = Field(4, description="MGH 2.1: four negatives, levels 1 (hardest) .. 4 (easiest)")
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
+
+    @model_validator(mode="after")
+    def _fits_token_budget(self) -> SynthConfig:
+        if self.min_chars >= min(self.max_query_chars, self.max_document_chars):
+            raise ValueError(f"synth.min_chars ({self.min_chars}) must be below max_query_chars and max_document_chars")
+        chars = self.max_query_chars + (1 + self.num_negatives) * self.max_document_chars
+        need = chars // CHARS_PER_TOKEN + JSON_OVERHEAD_TOKENS
+        if self.generator.max_tokens < need:
+            raise ValueError(
+                f"synth.generator.max_tokens ({self.generator.max_tokens}) cannot hold a full example: a query of "
+                f"{self.max_query_chars} chars and {1 + self.num_negatives} documents of {self.max_document_chars} "
+                f"chars need about {need} tokens; raise max_tokens or lower max_query_chars / max_document_chars"
+            )
+        return self

@@ -102,6 +102,25 @@ class LabelledText:
     label: str
 
 
+@dataclass
+class NliPair:
+    """A premise / hypothesis pair with its NLI label: entailment, neutral or contradiction."""
+
+    premise: str
+    hypothesis: str
+    label: str
+
+
+@dataclass
+class RerankingGroup:
+    """One query with its judged candidates split into relevant (positives) and not relevant (negatives)."""
+
+    query_id: str
+    query: str
+    positives: list[str] = field(default_factory=list)
+    negatives: list[str] = field(default_factory=list)
+
+
 def _plain(value: Any) -> Any:
     """Arrow / numpy containers -> Python lists, so dataclasses hold plain values."""
     if hasattr(value, "tolist"):
@@ -132,6 +151,15 @@ QUERY_SCHEMA = pa.schema([("query_id", pa.string()), ("text", pa.string())])
 QREL_SCHEMA = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("relevance", pa.float32())])
 SCORED_PAIR_SCHEMA = pa.schema([("text1", pa.string()), ("text2", pa.string()), ("score", pa.float32())])
 LABELLED_TEXT_SCHEMA = pa.schema([("text", pa.string()), ("label", pa.string())])
+NLI_PAIR_SCHEMA = pa.schema([("premise", pa.string()), ("hypothesis", pa.string()), ("label", pa.string())])
+RERANKING_GROUP_SCHEMA = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("query", pa.string()),
+        ("positives", pa.list_(pa.string())),
+        ("negatives", pa.list_(pa.string())),
+    ]
+)
 
 SCHEMAS: dict[type, pa.Schema] = {
     TrainingExample: TRAINING_EXAMPLE_SCHEMA,
@@ -140,6 +168,8 @@ SCHEMAS: dict[type, pa.Schema] = {
     Qrel: QREL_SCHEMA,
     ScoredPair: SCORED_PAIR_SCHEMA,
     LabelledText: LABELLED_TEXT_SCHEMA,
+    NliPair: NLI_PAIR_SCHEMA,
+    RerankingGroup: RERANKING_GROUP_SCHEMA,
 }
 
 assert [f.name for f in fields(TrainingExample)] == TRAINING_EXAMPLE_SCHEMA.names, "schema and dataclass drifted"

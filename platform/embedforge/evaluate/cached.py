@@ -1,0 +1,71 @@
+"""A `TextEncoder` wrapper that looks every text up in the shared embedding cache before encoding it.
+
+Keys are hashes of (model identity, side, instruction, text) (`embedforge.embeddings.cache`), so re-running an
+evaluation, or evaluating a model mining already used, re-encodes nothing. The model identity includes the
+modification time of a local model folder, so a retrained model at the same path never reads stale vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from embedforge.embeddings.cache import EmbeddingCache, encoder_identity
+from embedforge.model.protocol import TextEncoder
+
+
+def model_fingerprint(ref: str) -> str:
+    """`ref` plus, for a local folder or file, the newest modification time of what it holds."""
+    if ref.startswith(("http://", "https://", "bundled:")):
+        return ref
+    path = Path(ref).expanduser()
+    if not path.exists():
+        return ref
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    newest = max((p.stat().st_mtime_ns for p in files), default=0)
+    return f"{path.resolve()}@{newest}"
+
+
+class CachedEncoder:
+    """Delegates to `encoder` for the texts the cache lacks, stores them, and returns every text's vector."""
+
+    def __init__(self, encoder: TextEncoder, model_ref: str, root: str | Path) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.root = Path(root)
+        self.fingerprint = model_fingerprint(model_ref)
+        self._caches: dict[tuple[str, str], EmbeddingCache] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def dimension(self) -> int:
+        return self.encoder.dimension
+
+    def _cache(self, side: str, task: str | None) -> EmbeddingCache:
+        key = (side, task or "")
+        if key not in self._caches:
+            identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", encoder=self.name)
+            self._caches[key] = EmbeddingCache(self.root, identity)
+        return self._caches[key]
+
+    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        return self._encode(texts, "query", task, batch_size)
+
+    def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        return self._encode(texts, "document", task, batch_size)
+
+    def _encode(self, texts: Sequence[str], side: str, task: str | None, batch_size: int) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        cache = self._cache(side, task)
+        todo = cache.missing(texts)
+        unique = list(dict.fromkeys(texts[i] for i in todo))
+        self.misses += len(unique)
+        self.hits += len(texts) - len(todo)
+        if unique:
+            encode = self.encoder.encode_queries if side == "query" else self.encoder.encode_documents
+            cache.put(unique, encode(unique, task=task, batch_size=batch_size))
+        return cache.get(texts)

@@ -1,0 +1,176 @@
+"""Every evaluation task by name: the shared datasets, the user's custom tasks and the synthetic held-out set.
+
+Shared datasets are read through `embedforge.data.shared` and evaluated on their held-out split where one
+exists (training uses the train splits). NLI sets become pair classification (entailment 1 vs contradiction 0);
+classification sets that ship as one file get a seeded train/test split; banking77 also backs a clustering task
+(77 intents). Instructions default to NV-Embed Table 13 via the shared registry; `evaluate.instructions`
+overrides any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from embedforge.config.evaluate import CustomTask, EvaluateConfig
+from embedforge.data.beir import BeirDataset, read_beir
+from embedforge.data.schema import LabelledText, NliPair, ScoredPair
+from embedforge.data.shared import get_shared
+from embedforge.evaluate import readers
+from embedforge.evaluate.tasks import (
+    ClassificationTask,
+    ClusteringTask,
+    PairClassificationTask,
+    RerankingTask,
+    RetrievalTask,
+    STSTask,
+    Task,
+    split_train_test,
+)
+from embedforge.paths import resolve_data_path
+
+HELDOUT_TASK = "synthetic_heldout"
+HELDOUT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
+
+
+@dataclass(frozen=True)
+class SharedTask:
+    """How one shared dataset becomes a task: dataset, family, evaluation split and (classification) train split."""
+
+    dataset: str
+    family: str
+    split: str
+    train_split: str | None = None
+    instruction: str | None = None  # None: the dataset's own (NV-Embed Table 13 style)
+
+
+SHARED_TASKS: dict[str, SharedTask] = {
+    "stsb": SharedTask("stsb", "sts", "dev"),
+    "sick": SharedTask("sick", "sts", "trial"),
+    "sick_nli": SharedTask("sick_nli", "pair_classification", "trial"),
+    "snli": SharedTask("snli", "pair_classification", "test"),
+    "mrpc": SharedTask("mrpc", "pair_classification", "test"),
+    "twitter_semeval2015": SharedTask("twitter_semeval2015", "pair_classification", "dev"),
+    "banking77": SharedTask("banking77", "classification", "train"),
+    "emotion": SharedTask("emotion", "classification", "val", train_split="train"),
+    "tweet_sentiment_extraction": SharedTask("tweet_sentiment_extraction", "classification", "train"),
+    "amazon_counterfactual": SharedTask("amazon_counterfactual", "classification", "valid", train_split="train"),
+    "banking77_clustering": SharedTask(
+        "banking77", "clustering", "train", instruction="Identify the intent of the given online banking query"
+    ),
+    "wikiqa": SharedTask("wikiqa", "reranking", "dev"),
+    "trec_dl_msmarco_subset": SharedTask("trec_dl_msmarco_subset", "retrieval", "test"),
+    "dbpedia_entity_subset": SharedTask("dbpedia_entity_subset", "retrieval", "test"),
+}
+
+
+def available_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[str]:
+    """Names `tasks: [all]` expands to: shared, custom, and the held-out set when the run has one."""
+    names = [*SHARED_TASKS, *(t.name for t in config.custom_tasks)]
+    if run_dir is not None and heldout_dir(run_dir).is_dir():
+        names.append(HELDOUT_TASK)
+    return names
+
+
+def heldout_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "synth" / "heldout"
+
+
+def selected_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[str]:
+    known = available_tasks(config, run_dir)
+    if "all" in config.tasks:
+        return known
+    unknown = [n for n in config.tasks if n not in known and n != HELDOUT_TASK]
+    if unknown:
+        raise ValueError(f"evaluate.tasks: unknown task(s) {unknown}; known: {known}")
+    return list(config.tasks)
+
+
+def build_task(name: str, config: EvaluateConfig, run_dir: Path | None = None) -> Task:
+    """The full task `name` (not yet limited to max_examples_per_task)."""
+    custom = {t.name: t for t in config.custom_tasks}
+    if name in custom:
+        task = _custom(custom[name], config)
+    elif name in SHARED_TASKS:
+        task = _shared(name, SHARED_TASKS[name], config)
+    elif name == HELDOUT_TASK:
+        if run_dir is None or not heldout_dir(run_dir).is_dir():
+            raise FileNotFoundError(f"task {HELDOUT_TASK}: no synthetic held-out set at run_dir/synth/heldout")
+        folder = heldout_dir(run_dir)
+        task = _retrieval(name, read_beir(folder, _beir_split(folder)), HELDOUT_INSTRUCTION)
+    else:
+        raise ValueError(f"unknown task {name!r}")
+    if name in config.instructions:
+        task.instruction = config.instructions[name]
+    return task
+
+
+def _beir_split(folder: Path) -> str:
+    """A BEIR folder's split: `test` when present, else the only qrels file there is."""
+    splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+    if "test" in splits or not splits:
+        return "test"
+    if len(splits) > 1:
+        raise ValueError(f"{folder}/qrels has several splits {splits} and no 'test'")
+    return splits[0]
+
+
+def _shared(name: str, spec: SharedTask, config: EvaluateConfig) -> Task:
+    dataset = get_shared(spec.dataset)
+    records = dataset.read(spec.split)
+    instruction = spec.instruction or dataset.instruction
+    builders: dict[str, Callable[[], Task]] = {
+        "sts": lambda: STSTask(name, instruction, pairs=records),
+        "pair_classification": lambda: PairClassificationTask(name, instruction, pairs=_as_pairs(records)),
+        "reranking": lambda: RerankingTask(name, instruction, groups=records),
+        "retrieval": lambda: _retrieval(name, records, instruction),
+        "clustering": lambda: ClusteringTask(name, instruction, texts=records),
+        "classification": lambda: _classification(
+            name, instruction, dataset.read(spec.train_split) if spec.train_split else None, records, config
+        ),
+    }
+    return builders[spec.family]()
+
+
+def _as_pairs(records: list[ScoredPair] | list[NliPair]) -> list[ScoredPair]:
+    """NLI pairs -> binary pairs: entailment 1, contradiction 0, neutral dropped."""
+    if not records or isinstance(records[0], ScoredPair):
+        return records
+    label = {"entailment": 1.0, "contradiction": 0.0}
+    return [ScoredPair(r.premise, r.hypothesis, label[r.label]) for r in records if r.label in label]
+
+
+def _retrieval(name: str, beir: BeirDataset, instruction: str) -> RetrievalTask:
+    qrels: dict[str, dict[str, float]] = {}
+    for q in beir.qrels:
+        qrels.setdefault(q.query_id, {})[q.doc_id] = q.relevance
+    return RetrievalTask(name, instruction, corpus=beir.corpus, queries=beir.queries, qrels=qrels)
+
+
+def _classification(
+    name: str, instruction: str, train: list[LabelledText] | None, test: list[LabelledText], config: EvaluateConfig
+) -> ClassificationTask:
+    if train is None:
+        train, test = split_train_test(test, config.test_fraction, config.seed)
+    return ClassificationTask(name, instruction, train=train, test=test)
+
+
+def _custom(spec: CustomTask, config: EvaluateConfig) -> Task:
+    path = resolve_data_path(spec.path)
+    instruction = spec.instruction or ""
+    if spec.family == "retrieval":
+        return _retrieval(spec.name, read_beir(path, spec.split), instruction)
+    if spec.family == "reranking":
+        return RerankingTask(spec.name, instruction, groups=readers.read_reranking_groups(path))
+    if spec.family == "sts":
+        return STSTask(spec.name, instruction, pairs=readers.read_scored_pairs(path))
+    if spec.family == "pair_classification":
+        return PairClassificationTask(spec.name, instruction, pairs=readers.read_scored_pairs(path))
+    if spec.family == "clustering":
+        return ClusteringTask(spec.name, instruction, texts=readers.read_labelled_texts(path))
+    test = readers.read_labelled_texts(resolve_data_path(spec.test_path)) if spec.test_path else None
+    texts = readers.read_labelled_texts(path)
+    if test is None:
+        return _classification(spec.name, instruction, None, texts, config)
+    return ClassificationTask(spec.name, instruction, train=texts, test=test)

@@ -1,0 +1,189 @@
+"""`run_evaluate(config, run_dir, models)`: the Ray layer of evaluation (issue 7, recipe section 7).
+
+Tasks are built once on the driver (seeded sample of `max_examples_per_task`) and scored in parallel by Ray
+actors, `evaluate.concurrency` per model, each holding one copy of the model and reading the shared embedding
+cache. Every (model, task) result is saved as soon as it is done, so an interrupted evaluation resumes where it
+stopped; the report (Markdown, JSON, PNG) is written to `run_dir/evaluate/` and printed at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.config.evaluate import TRAINED
+from embedforge.evaluate.registry import build_task, selected_tasks
+from embedforge.evaluate.report import build_report, to_markdown, write_report
+from embedforge.evaluate.tasks import RetrievalTask, Task
+from embedforge.runs.stage import StageRun
+
+log = logging.getLogger(__name__)
+STAGE = "evaluate"
+
+
+def trained_model_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "train" / "model"
+
+
+def model_references(config: EmbedforgeConfig, run_dir: Path, models: list[str] | None) -> dict[str, str]:
+    """Report name -> loadable reference. Default: the run's trained model (when there is one) + baselines."""
+    names = list(models) if models else ([TRAINED] if trained_model_dir(run_dir).is_dir() else [])
+    if not models:
+        names += [b for b in config.evaluate.baselines if b not in names]
+    if not names:
+        raise ValueError("nothing to evaluate: no trained model at run_dir/train/model and no evaluate.baselines")
+    refs = {}
+    for name in names:
+        if name == TRAINED:
+            if not trained_model_dir(run_dir).is_dir():
+                raise FileNotFoundError(f"model 'trained': no trained model at {trained_model_dir(run_dir)}")
+            refs[name] = str(trained_model_dir(run_dir))
+        else:
+            refs[name] = name
+    return refs
+
+
+def stage_settings(config: EmbedforgeConfig, refs: dict[str, str], tasks: list[str]) -> tuple[dict[str, Any], str]:
+    settings = {
+        "evaluate": config.evaluate.model_dump(mode="json"),
+        "model": config.model.model_dump(mode="json"),
+        "models": refs,
+        "tasks": tasks,
+    }
+    return settings, hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_root(config: EmbedforgeConfig) -> str:
+    from embedforge.paths import cache_dir
+
+    return str(Path(config.evaluate.cache_dir) if config.evaluate.cache_dir else cache_dir() / "embeddings")
+
+
+def _slug(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+class _Worker:
+    """One model copy in a Ray actor; scores tasks one at a time."""
+
+    def __init__(self, ref: str, name: str, model_config: dict[str, Any], cache: str | None, batch_size: int,
+                 seed: int, threads: int) -> None:
+        import torch
+
+        from embedforge.config.model import ModelConfig
+        from embedforge.evaluate.cached import CachedEncoder
+        from embedforge.evaluate.models import load_model
+
+        torch.set_num_threads(threads)
+        encoder = load_model(ref, ModelConfig.model_validate(model_config))
+        encoder.name = name
+        self.encoder = CachedEncoder(encoder, ref, cache) if cache else encoder
+        self.batch_size, self.seed = batch_size, seed
+
+    def score(self, task: Task) -> dict[str, Any]:
+        from embedforge.evaluate.scoring import score_task
+
+        start = time.time()
+        metrics = score_task(task, self.encoder, self.batch_size, self.seed)
+        return {
+            "task": task.name, "family": task.family, "main_metric": task.main_metric,
+            "main_score": metrics["main_score"], "metrics": metrics, "size": task.size(),
+            "seconds": round(time.time() - start, 3),
+        }
+
+
+def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, out: Path,
+                    config_hash: str) -> dict[str, dict[str, Any]]:
+    """Score `tasks` for one model with Ray actors, reusing results saved by an earlier attempt."""
+    import ray
+    from ray.util import ActorPool
+
+    folder = out / _slug(name)
+    results: dict[str, dict[str, Any]] = {}
+    todo = []
+    for task in tasks:
+        saved = folder / f"{task.name}.json"
+        if saved.is_file() and json.loads(saved.read_text()).get("config_hash") == config_hash:
+            results[task.name] = json.loads(saved.read_text())
+        else:
+            todo.append(task)
+    log.info("model %s: %d tasks to score, %d reused from an earlier attempt", name, len(todo), len(results))
+    if not todo:
+        return results
+    ev = config.evaluate
+    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker)(_Worker)
+    actors = [
+        worker_cls.remote(ref, name, config.model.model_dump(mode="json"), cache_root(config) if ev.cache else None,
+                          ev.batch_size, ev.seed, max(1, int(ev.cpus_per_worker)))
+        for _ in range(min(ev.concurrency, len(todo)))
+    ]
+    pool = ActorPool(actors)
+    start = time.time()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for i, result in enumerate(pool.map_unordered(lambda a, t: a.score.remote(t), todo), start=1):
+            result["config_hash"], result["model"] = config_hash, name
+            (folder / f"{result['task']}.json").write_text(json.dumps(result, indent=2, default=float))
+            results[result["task"]] = result
+            elapsed = time.time() - start
+            log.info("model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min", name, i, len(todo),
+                     result["task"], result["main_metric"], result["main_score"], result["size"],
+                     result["seconds"], 60 * i / elapsed)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return {t.name: results[t.name] for t in tasks}
+
+
+def _limited(task: Task, config: EmbedforgeConfig) -> Task:
+    ev = config.evaluate
+    task = task.limit(ev.max_examples_per_task, ev.seed)
+    if isinstance(task, RetrievalTask):
+        task = task.limit_corpus(ev.max_corpus_documents, ev.seed)
+    return task
+
+
+def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str] | None = None) -> dict[str, Any]:
+    """Evaluate `models` (default: trained + baselines) on the configured tasks; returns the stage manifest."""
+    from embedforge.cluster.local import connect
+
+    run_dir = Path(run_dir)
+    ev = config.evaluate
+    refs = model_references(config, run_dir, models)
+    if ev.baseline_for_deltas is not None and ev.baseline_for_deltas not in refs:
+        raise ValueError(f"evaluate.baseline_for_deltas {ev.baseline_for_deltas!r} is not among the evaluated "
+                         f"models {list(refs)}")
+    names = selected_tasks(ev, run_dir)
+    settings, digest = stage_settings(config, refs, names)
+    inputs = {"train": run_dir / "train"} if TRAINED in refs else {}
+    stage = StageRun(run_dir, STAGE, settings, digest, inputs)
+    if stage.is_complete():
+        log.info("evaluate: complete for this config, skipping (report at %s)", stage.dir / "report.md")
+        print((stage.dir / "report.md").read_text())
+        return json.loads((stage.dir / "manifest.json").read_text())
+    stage.start()
+    t0 = time.time()
+    tasks = [_limited(build_task(n, ev, run_dir), config) for n in names]
+    stage.time("build_tasks", time.time() - t0)
+    log.info("evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}"
+                                                                                    for t in tasks))
+    connect()
+    results = {}
+    for name, ref in refs.items():
+        t0 = time.time()
+        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", digest)
+        stage.time(f"model:{name}", time.time() - t0)
+    report = build_report(results, ev.baseline_for_deltas)
+    paths = write_report(report, stage.dir)
+    print(to_markdown(report))
+    return stage.complete(
+        counts={"models": len(refs), "tasks": len(tasks)},
+        report={k: str(v) for k, v in paths.items()},
+        ranking=report["ranking"],
+        average=report["average"],
+    )

@@ -1,0 +1,103 @@
+"""Ray Data layer for dense teachers: stream texts through an actor pool (each actor loads its model once) and
+write every vector to the embedding cache; nothing but counts comes back to the driver, so its memory does not
+grow with the corpus. Texts already cached are skipped, so re-runs and resumes only encode what is new.
+Rows are sorted by length before batching so batches pad little.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from embedforge.config.mine import TeacherConfig
+from embedforge.embeddings.cache import EmbeddingCache
+from embedforge.mine.teachers.dense import dense_identity, encode_side, load_dense_teacher
+
+log = logging.getLogger(__name__)
+EmbedRequest = tuple[str, str, str | None]  # (text, side, instruction)
+
+
+class EmbedActor:
+    """Ray Data callable class: encodes a batch of (text, side, instruction) rows into the cache."""
+
+    def __init__(self, teacher: dict, cache_root: str) -> None:
+        import torch
+
+        self.teacher = TeacherConfig.model_validate(teacher)
+        torch.set_num_threads(max(1, int(self.teacher.num_cpus)))
+        device = "cuda" if self.teacher.num_gpus > 0 else "cpu"
+        self.encoder = load_dense_teacher(self.teacher, device)
+        self.cache_root = cache_root
+        self.caches: dict[str, EmbeddingCache] = {}
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        groups: dict[tuple[str, str | None], list[str]] = {}
+        for text, side, instruction, instructed in zip(
+            batch["text"], batch["side"], batch["instruction"], batch["instructed"], strict=True
+        ):
+            groups.setdefault((str(side), str(instruction) if instructed else None), []).append(str(text))
+        encoded = 0
+        for (side, instruction), texts in groups.items():
+            identity = dense_identity(self.teacher, side, instruction)
+            cache = self.caches.setdefault(identity, EmbeddingCache(self.cache_root, identity))
+            todo = [texts[i] for i in cache.missing(texts)]
+            if todo:
+                vectors = encode_side(self.encoder, todo, side, instruction, self.teacher.batch_size)
+                cache.put(todo, vectors)
+                encoded += len(todo)
+        return {"encoded": np.array([encoded], dtype=np.int64), "rows": np.array([len(batch["text"])])}
+
+
+def pending(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str) -> list[EmbedRequest]:
+    """The distinct requests whose vectors are not cached yet."""
+    by_identity: dict[str, list[EmbedRequest]] = {}
+    for req in dict.fromkeys(requests):
+        by_identity.setdefault(dense_identity(teacher, req[1], req[2]), []).append(req)
+    out: list[EmbedRequest] = []
+    for identity, reqs in by_identity.items():
+        cache = EmbeddingCache(cache_root, identity)
+        out.extend(reqs[i] for i in cache.missing([r[0] for r in reqs]))
+    return out
+
+
+def embed_into_cache(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str) -> int:
+    """Encode every request not yet cached through a Ray Data actor pool; returns how many were encoded."""
+    import ray
+
+    todo = pending(requests, teacher, cache_root)
+    if not todo:
+        log.info("teacher %s: every text is cached", teacher.model)
+        return 0
+    todo.sort(key=lambda r: len(r[0]))
+    table = pa.table(
+        {
+            "text": [r[0] for r in todo],
+            "side": [r[1] for r in todo],
+            "instruction": [r[2] or "" for r in todo],
+            "instructed": [r[2] is not None for r in todo],
+        }
+    )
+    blocks = max(teacher.concurrency, math.ceil(len(todo) / (teacher.batch_size * 4)))
+    ds = ray.data.from_arrow(table).repartition(blocks)
+    ds = ds.map_batches(
+        EmbedActor,
+        fn_constructor_kwargs={"teacher": teacher.model_dump(mode="json"), "cache_root": cache_root},
+        batch_size=teacher.batch_size,
+        compute=ray.data.ActorPoolStrategy(size=teacher.concurrency),
+        num_cpus=teacher.num_cpus,
+        num_gpus=teacher.num_gpus,
+    )
+    started, done, encoded, last_log = time.time(), 0, 0, 0.0
+    for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+        done += int(out["rows"].sum())
+        encoded += int(out["encoded"].sum())
+        if time.time() - last_log > 10 or done == len(todo):
+            elapsed = max(time.time() - started, 1e-9)
+            log.info("teacher %s: embedded %d/%d texts (%.1f texts/s)", teacher.model, done, len(todo), done / elapsed)
+            last_log = time.time()
+    return encoded

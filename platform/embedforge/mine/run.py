@@ -1,0 +1,282 @@
+"""`run_mine(config, run_dir)`: the Ray layer of hard-negative mining (issue 5, recipe section 5).
+
+For each configured source: load its examples (`embedforge.data.sources.load_source`), group them into pools
+(`pools`), stream every text through each dense teacher's Ray Data actor pool into the embedding cache
+(`embed_stage`), copy the pool's corpus vectors from the cache into a memory map and index it with faiss, then
+mine the queries chunk by chunk (`miner`), writing one `run_dir/mine/data/part-NNNNN.parquet` shard of
+TrainingExamples per chunk. Shards already on disk are skipped on resume; the manifest records every parameter
+and the statistics table, which is also printed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.config.data import DataSource
+from embedforge.config.mine import DENSE_KINDS, PAIRWISE_KINDS, TeacherConfig
+from embedforge.data.schema import TrainingExample
+from embedforge.embeddings.cache import EmbeddingCache
+from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
+from embedforge.mine.index import build_index, chunks
+from embedforge.mine.miner import DenseView, PoolMiner
+from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
+from embedforge.mine.stats import MiningStats
+from embedforge.mine.teachers.dense import dense_identity
+from embedforge.mine.teachers.lexical import BM25Teacher
+from embedforge.runs.stage import StageRun, read_manifest
+
+log = logging.getLogger(__name__)
+STAGE = "mine"
+COPY_CHUNK = 8192
+
+
+def mined_sources(config: EmbedforgeConfig) -> list[DataSource]:
+    wanted = config.mine.sources
+    return [s for s in config.data.sources if not wanted or s.name in wanted]
+
+
+def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
+    """Everything that changes the output (mine section, the mined sources, data seed) and its hash."""
+    settings = {
+        "mine": config.mine.model_dump(mode="json"),
+        "sources": [s.model_dump(mode="json") for s in mined_sources(config)],
+        "data_seed": config.data.seed,
+    }
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return settings, digest
+
+
+def cache_root(config: EmbedforgeConfig) -> str:
+    from embedforge.paths import cache_dir
+
+    return str(Path(config.mine.cache_dir) if config.mine.cache_dir else cache_dir() / "embeddings")
+
+
+def _embed_requests(pool: MiningPool) -> list[EmbedRequest]:
+    docs = [(t, "document", pool.doc_instruction) for t in pool.corpus]
+    return docs + [(query, "query", instruction) for instruction, query in pool.queries()]
+
+
+def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path, config: EmbedforgeConfig) -> DenseView:
+    """Corpus vectors copied chunk by chunk from the cache into a memory map, indexed by faiss."""
+    doc_cache = EmbeddingCache(root, dense_identity(teacher, "document", pool.doc_instruction))
+    first = doc_cache.get(pool.corpus[:1])
+    work.parent.mkdir(parents=True, exist_ok=True)
+    vectors = np.lib.format.open_memmap(work, mode="w+", dtype=np.float32, shape=(len(pool.corpus), first.shape[1]))
+    for part in chunks(len(pool.corpus), COPY_CHUNK):
+        vectors[part] = doc_cache.get(pool.corpus[part])
+    vectors.flush()
+    query_caches: dict[str, EmbeddingCache] = {}
+
+    def query_vectors(keys: Sequence[QueryKey]) -> np.ndarray:
+        out = np.empty((len(keys), vectors.shape[1]), dtype=np.float32)
+        by_instruction: dict[str, list[int]] = {}
+        for i, (instruction, _) in enumerate(keys):
+            by_instruction.setdefault(instruction, []).append(i)
+        for instruction, rows in by_instruction.items():
+            identity = dense_identity(teacher, "query", instruction)
+            cache = query_caches.setdefault(identity, EmbeddingCache(root, identity))
+            out[rows] = cache.get([keys[i][1] for i in rows])
+        return out
+
+    return DenseView(doc_vectors=vectors, index=build_index(vectors, config.mine), query_vectors=query_vectors)
+
+
+def _mined_example(ex: TrainingExample, result: Any, pool: MiningPool, provenance: dict[str, Any]) -> TrainingExample:
+    scores = result.scores
+    prov = {**ex.provenance_dict(), "mining": provenance}
+    return replace(
+        ex,
+        negatives=[pool.corpus[d] for d in result.candidate_ids],
+        negative_levels=[],
+        negative_scores=[float(s) for s in result.selection.scores],
+        positive_score=float(scores[pool.doc_id(ex.positive)]),
+        provenance=json.dumps(prov, ensure_ascii=False),
+    )
+
+
+class _Miner:
+    """The per-run state: the stage folder, the cache root, the pairwise actor pools and the shard counter."""
+
+    def __init__(self, config: EmbedforgeConfig, stage: StageRun, run_dir: Path) -> None:
+        self.config, self.stage, self.run_dir = config, stage, run_dir
+        self.root = cache_root(config)
+        self.done = stage.done_shards()
+        self.next_shard = 0
+        self.stats_dir = stage.dir / "stats"
+        self.provenance = {
+            "stage_config_hash": stage.config_hash,
+            "teachers": [f"{t.kind}:{t.model or ''}" for t in config.mine.teachers],
+            "margin_type": config.mine.selection.margin_type,
+            "margin": config.mine.selection.margin,
+        }
+        self.pair_pools: list[Any] = []
+
+    def open_pairwise(self) -> None:
+        from embedforge.mine.rerank_stage import PairScorerPool
+
+        self.pair_pools = [PairScorerPool(t) for t in self.config.mine.teachers if t.kind in PAIRWISE_KINDS]
+
+    def close(self) -> None:
+        for pool in self.pair_pools:
+            pool.close()
+
+    def mine_source(self, source: DataSource) -> None:
+        from embedforge.data.sources import load_source
+
+        examples = load_source(source, self.run_dir, seed=self.config.data.seed)
+        if not examples:
+            log.warning("source %s has no examples; nothing to mine", source.name)
+        for p, pool in enumerate(build_pools(examples)):
+            shard_ids = [
+                self.next_shard + j for j, _ in enumerate(chunks(len(pool.examples), self.config.mine.shard_size))
+            ]
+            self.next_shard += len(shard_ids)
+            if all(s in self.done for s in shard_ids):
+                log.info("source %s pool %d: all %d shards done, skipping", source.name, p, len(shard_ids))
+                continue
+            miner = self._pool_miner(source, p, pool)
+            self._mine_pool(source, pool, miner, examples, shard_ids)
+
+    def _pool_miner(self, source: DataSource, p: int, pool: MiningPool) -> PoolMiner:
+        mine = self.config.mine
+        started = time.time()
+        dense_teachers = [t for t in mine.teachers if t.kind in DENSE_KINDS]
+        for teacher in dense_teachers:
+            n = embed_into_cache(_embed_requests(pool), teacher, self.root)
+            log.info("source %s pool %d: %s encoded %d new texts", source.name, p, teacher.model, n)
+        self.stage.time("embed", time.time() - started)
+        started = time.time()
+        work = self.stage.dir / "work" / source.name
+        views = [
+            _dense_view(pool, t, self.root, work / f"pool{p}-teacher{i}.npy", self.config)
+            for i, t in enumerate(dense_teachers)
+        ]
+        bm25 = BM25Teacher(pool.corpus) if any(t.kind == "bm25" for t in mine.teachers) else None
+        self.stage.time("index", time.time() - started)
+        return PoolMiner(pool, mine, views, bm25, self.pair_pools)
+
+    def _mine_pool(
+        self,
+        source: DataSource,
+        pool: MiningPool,
+        miner: PoolMiner,
+        examples: list[TrainingExample],
+        shard_ids: list[int],
+    ) -> None:
+        started = time.time()
+        total = len(pool.examples)
+        for shard, part in zip(shard_ids, chunks(total, self.config.mine.shard_size), strict=True):
+            if shard in self.done:
+                continue
+            rows = [examples[i] for i in pool.examples[part]]
+            keys = list(dict.fromkeys(query_key(ex) for ex in rows))
+            results = dict(zip(keys, miner.mine(keys, self.config.mine.seed), strict=True))
+            stats, out = MiningStats(), []
+            counted: set[QueryKey] = set()
+            for ex in rows:
+                result = results[query_key(ex)]
+                kept = len(result.selection.kept) >= self.config.mine.selection.min_negatives
+                mined = _mined_example(ex, result, pool, self.provenance) if kept else None
+                first = query_key(ex) not in counted
+                counted.add(query_key(ex))
+                stats.add(
+                    mined.positive_score if mined else 0.0,
+                    list(mined.negative_scores) if mined else [],
+                    result.selection.drops if first else {},
+                    kept,
+                )
+                if mined is not None:
+                    out.append(mined)
+            self.stats_dir.mkdir(parents=True, exist_ok=True)
+            (self.stats_dir / f"part-{shard:05d}.json").write_text(
+                json.dumps({"source": source.name, **_stats_state(stats)})
+            )
+            self.stage.write_shard(shard, out, TrainingExample)
+            done = part.stop
+            rate = done / max(time.time() - started, 1e-9)
+            log.info(
+                "source %s: mined %d/%d examples (%.1f examples/s), shard %d", source.name, done, total, rate, shard
+            )
+        self.stage.time("mine", time.time() - started)
+
+    def statistics(self) -> tuple[dict[str, MiningStats], MiningStats]:
+        per_source: dict[str, MiningStats] = {}
+        for f in sorted(self.stats_dir.glob("part-*.json")) if self.stats_dir.is_dir() else []:
+            state = json.loads(f.read_text())
+            per_source.setdefault(state["source"], MiningStats()).merge(_stats_from_state(state))
+        total = MiningStats()
+        for stats in per_source.values():
+            total.merge(stats)
+        return per_source, total
+
+
+def _stats_state(stats: MiningStats) -> dict[str, Any]:
+    return {
+        "positive_scores": stats.positive_scores,
+        "negative_scores": stats.negative_scores,
+        "drops": dict(stats.drops),
+        "queries": stats.queries,
+        "too_few": stats.too_few,
+        "examples": stats.examples,
+    }
+
+
+def _stats_from_state(state: dict[str, Any]) -> MiningStats:
+    from collections import Counter
+
+    return MiningStats(
+        positive_scores=state["positive_scores"],
+        negative_scores=state["negative_scores"],
+        drops=Counter(state["drops"]),
+        queries=state["queries"],
+        too_few=state["too_few"],
+        examples=state["examples"],
+    )
+
+
+def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Mine hard negatives for every configured source into `run_dir/mine/`; returns the manifest."""
+    from embedforge.cluster.local import connect
+
+    run_dir = Path(run_dir).resolve()
+    settings, digest = stage_settings(config)
+    inputs = {s.path: run_dir / s.path for s in mined_sources(config) if s.kind == "run"}
+    stage = StageRun(run_dir, STAGE, settings, digest, inputs)
+    if stage.is_complete():
+        log.info("mine: complete for config %s, skipping", digest)
+        return read_manifest(stage.dir) or {}
+    if not mined_sources(config):
+        raise ValueError("mine: no data sources to mine (data.sources is empty or mine.sources matches none)")
+    connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
+    stage.start()
+    miner = _Miner(config, stage, run_dir)
+    try:
+        miner.open_pairwise()
+        for source in mined_sources(config):
+            miner.mine_source(source)
+    finally:
+        miner.close()
+    per_source, total = miner.statistics()
+    for name, stats in per_source.items():
+        print(stats.table(name))
+    print(total.table("all sources"))
+    return stage.complete(
+        counts={"queries": total.queries, "examples": total.examples, "negatives": len(total.negative_scores)},
+        drops={
+            "queries with too few negatives": total.too_few,
+            **{f"candidates: {k}": v for k, v in total.drops.items()},
+        },
+        parameters={"cache_dir": miner.root, **settings["mine"]},
+        statistics={"all": total.to_dict(), **{n: s.to_dict() for n, s in per_source.items()}},
+    )

@@ -1,0 +1,102 @@
+"""Positive-aware hard-negative selection (NV-Embed, seed 000, section 4.1.1, after NV-Retriever).
+
+For one query, given the teacher's candidates with scores, drop in this order and count each reason:
+`positive` (a candidate that is one of the query's positives), `query` (the query text itself), `duplicate` (a
+text equal, after whitespace/case folding, to the query, a positive or a candidate already seen), `rank_range`
+(teacher rank outside [lo, hi]), `min_score` (score below the minimum), `margin` (TopK-PercPos: score above
+min positive score x margin; `absolute`: above min positive score - margin). When a query has several positives
+the lowest positive score sets the threshold, so no kept negative outscores any positive's margin. Then keep the
+top `num_negatives` survivors, or a seeded random sample of them (`sampling: random`), best first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedforge.config.mine import SelectionConfig
+
+DROP_REASONS = ("positive", "query", "duplicate", "rank_range", "min_score", "margin")
+
+
+def normalise_text(text: str) -> str:
+    """Texts equal under this are duplicates: case-folded, whitespace collapsed."""
+    return " ".join(text.split()).casefold()
+
+
+@dataclass
+class Selection:
+    """The kept negatives of one query (candidate indices, best first) and the per-reason drop counts."""
+
+    kept: list[int]
+    scores: list[float]
+    drops: Counter[str] = field(default_factory=Counter)
+
+
+def margin_threshold(positive_scores: Sequence[float], config: SelectionConfig) -> float | None:
+    """The score above which a candidate is a likely false negative, or None when no margin applies."""
+    if config.margin_type == "none" or not len(positive_scores):
+        return None
+    lowest = float(min(positive_scores))
+    if config.margin_type == "perc_pos":
+        return lowest * config.margin
+    return lowest - config.margin
+
+
+def select_negatives(
+    candidate_texts: Sequence[str],
+    candidate_scores: Sequence[float],
+    positive_scores: Sequence[float],
+    query: str,
+    positives: Sequence[str],
+    config: SelectionConfig,
+    rng: np.random.Generator | None = None,
+) -> Selection:
+    """Apply every filter to one query's candidates (in teacher order, best first) and sample the negatives."""
+    if len(candidate_texts) != len(candidate_scores):
+        raise ValueError(f"{len(candidate_texts)} candidate texts but {len(candidate_scores)} scores")
+    scores = np.asarray(candidate_scores, dtype=np.float64)
+    if scores.size > 1 and np.any(np.diff(scores) > 1e-9):
+        raise ValueError("candidates must be given best first (scores non-increasing)")
+    positive_exact = set(positives)
+    positive_norm = {normalise_text(p) for p in positives}
+    query_norm = normalise_text(query)
+    threshold = margin_threshold(positive_scores, config)
+    seen: set[str] = set()
+    drops: Counter[str] = Counter()
+    survivors: list[int] = []
+    rank = 0
+    for i, (text, score) in enumerate(zip(candidate_texts, scores, strict=True)):
+        norm = normalise_text(text)
+        if text in positive_exact:
+            drops["positive"] += 1
+            continue
+        if text == query:
+            drops["query"] += 1
+            continue
+        if norm in positive_norm or norm == query_norm or norm in seen:
+            drops["duplicate"] += 1
+            continue
+        seen.add(norm)
+        rank += 1
+        if config.rank_range is not None and not config.rank_range[0] <= rank <= config.rank_range[1]:
+            drops["rank_range"] += 1
+            continue
+        if config.min_score is not None and score < config.min_score:
+            drops["min_score"] += 1
+            continue
+        if threshold is not None and score > threshold:
+            drops["margin"] += 1
+            continue
+        survivors.append(i)
+    if config.sampling == "random" and len(survivors) > config.num_negatives:
+        if rng is None:
+            raise ValueError("sampling 'random' needs a seeded rng")
+        picked = rng.choice(len(survivors), size=config.num_negatives, replace=False)
+        kept = [survivors[j] for j in sorted(picked)]
+    else:
+        kept = survivors[: config.num_negatives]
+    return Selection(kept=kept, scores=[float(scores[i]) for i in kept], drops=drops)

@@ -1,0 +1,1 @@
+"""Teachers that score (query, document) for mining: dense embedders, BM25, and pairwise relevance scorers."""

@@ -1,0 +1,79 @@
+"""Dense teachers: any embedforge model (through `embedforge.model.load_encoder`) or a sentence-transformers
+folder (all-MiniLM-L6-v2 is the local default). Both end up as a `TextEncoder`; `identity` names everything
+that changes a vector, so the embedding cache never mixes models, prefixes, instructions or sides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from embedforge.config.mine import TeacherConfig
+from embedforge.embeddings.cache import encoder_identity
+from embedforge.model.protocol import TextEncoder
+
+
+class SentenceTransformerTeacher:
+    """A sentence-transformers folder as a `TextEncoder`, with the teacher's query / document prefixes.
+
+    Symmetric tasks (documents given the task) encode documents exactly like queries (NV-Embed 4)."""
+
+    def __init__(self, teacher: TeacherConfig, device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        from embedforge.paths import resolve_model
+
+        self.name = teacher.model or ""
+        self.teacher = teacher
+        self.model = SentenceTransformer(str(resolve_model(self.name)), device=device)
+        self.model.max_seq_length = min(teacher.max_length, self.model.max_seq_length or teacher.max_length)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    def _encode(self, texts: Sequence[str], prefix: str, batch_size: int) -> np.ndarray:
+        vectors = self.model.encode(
+            [prefix + t for t in texts],
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        return self._encode(texts, self.teacher.query_prefix, batch_size)
+
+    def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        prefix = self.teacher.query_prefix if task is not None else self.teacher.document_prefix
+        return self._encode(texts, prefix, batch_size)
+
+
+def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncoder:
+    if teacher.kind == "sentence_transformers":
+        return SentenceTransformerTeacher(teacher, device)
+    if teacher.kind == "embedforge":
+        from embedforge.model import load_encoder
+
+        return load_encoder(teacher.model)
+    raise ValueError(f"teacher kind {teacher.kind!r} is not a dense embedder")
+
+
+def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -> str:
+    """Cache identity of one side: queries always carry the instruction; documents only for symmetric tasks."""
+    if teacher.kind == "sentence_transformers":
+        prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
+        return encoder_identity(
+            teacher.model or "", "sentence_transformers", prefix, side, max_length=str(teacher.max_length)
+        )
+    return encoder_identity(teacher.model or "", "embedforge", instruction or "", side)
+
+
+def encode_side(
+    encoder: TextEncoder, texts: Sequence[str], side: str, instruction: str | None, batch_size: int
+) -> np.ndarray:
+    if side == "query":
+        return encoder.encode_queries(texts, task=instruction, batch_size=batch_size)
+    return encoder.encode_documents(texts, task=instruction, batch_size=batch_size)

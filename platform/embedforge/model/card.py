@@ -1,0 +1,74 @@
+"""A generated model card (README.md) for exported embedders: what it is, how to call it, what it was trained on.
+
+`info` may carry `training_data` (list of source names or {name: count}), `evaluation` ({task: {metric: value}})
+and `notes`; unknown parts are stated as unknown rather than invented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embedforge.model.embedder import Embedder
+
+
+def _training_data(info: dict[str, Any]) -> str:
+    data = info.get("training_data")
+    if not data:
+        return "- not recorded (no training run attached to this export)\n"
+    if isinstance(data, dict):
+        return "".join(f"- {name}: {count} examples\n" for name, count in data.items())
+    return "".join(f"- {name}\n" for name in data)
+
+
+def _evaluation(info: dict[str, Any]) -> str:
+    results = info.get("evaluation")
+    if not results:
+        return "Not evaluated yet (run `embedforge eval` and export again to include results).\n"
+    lines = ["| task | metric | value |", "|---|---|---|"]
+    for task, metrics in results.items():
+        for metric, value in (metrics.items() if isinstance(metrics, dict) else [("score", metrics)]):
+            shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+            lines.append(f"| {task} | {metric} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_card(embedder: Embedder, format: str, info: dict[str, Any] | None = None) -> str:
+    info = info or {}
+    cfg = embedder.config
+    instr = cfg.instructions
+    if format == "sentence_transformers":
+        usage = (
+            "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
+            "model = SentenceTransformer(PATH)  # needs the embedforge package installed (custom module)\n"
+            "queries = model.encode_query([\"how do I reset my card PIN?\"])  # default instruction\n"
+            f"custom = model.encode([\"...\"], prompt={instr.query_template.format(task='<your task>')!r})\n"
+            "documents = model.encode_document([\"To reset your PIN, ...\"])\n```\n"
+        )
+    else:
+        usage = (
+            "```python\nfrom embedforge import load_embedder\n\n"
+            "model = load_embedder(PATH)\n"
+            "queries = model.encode_queries([\"how do I reset my card PIN?\"], task=\"<your task>\")\n"
+            "documents = model.encode_documents([\"To reset your PIN, ...\"])\n```\n"
+        )
+    la = cfg.latent_attention
+    pooling = cfg.pooling + (f" ({la.num_latents} latents, {la.num_heads} heads)" if cfg.pooling == "latent_attention" else "")
+    return (
+        f"# {info.get('title', embedder.name)}\n\n"
+        "A text-embedding model built with embedforge from a decoder-only LLM (NV-Embed recipe).\n\n"
+        "## Model\n\n"
+        f"- base model: `{embedder.backbone_ref}`\n"
+        f"- attention: {'bidirectional (causal mask removed, NV-Embed 3.1)' if cfg.bidirectional else 'causal'}\n"
+        f"- pooling: {pooling}\n"
+        f"- embedding dimension: {embedder.dimension}, L2-normalised, cosine similarity\n"
+        f"- max length: queries {cfg.max_query_length} tokens, documents {cfg.max_doc_length} tokens\n"
+        f"- LoRA: r={cfg.lora.r}, alpha={cfg.lora.alpha:g}, merged into the weights\n\n"
+        "## Instructions\n\n"
+        f"Queries are prefixed with `{instr.query_template!r}` (default task: \"{instr.default_task}\"); documents "
+        "are encoded bare, except for symmetric tasks (STS, classification, clustering) where both sides get the "
+        "instruction. Instruction tokens are attended to but not pooled.\n\n"
+        f"## Usage\n\n{usage}\n"
+        f"## Training data\n\n{_training_data(info)}\n"
+        f"## Evaluation\n\n{_evaluation(info)}"
+        + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
+    )

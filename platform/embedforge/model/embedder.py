@@ -1,0 +1,188 @@
+"""The LLM embedder: one code path for training (differentiable `forward`) and inference (`encode_*`).
+
+A decoder-only backbone made bidirectional (NV-Embed 3.1), a pooling head (mean, last, latent attention NV-Embed
+3.2, or ATA MGH 2.2), and instruction rendering (NV-Embed 4; in-context examples LGAI 4.2) whose tokens are
+attended to but not pooled. Implements `embedforge.model.protocol.TextEncoder`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from embedforge.config.model import ModelConfig
+from embedforge.model.attention_capture import LastLayerAttention
+from embedforge.model.batching import length_sorted_batches
+from embedforge.model.instructions import Demonstration, render_prefix
+from embedforge.model.pooling import Pooling, build_pooling
+from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
+
+log = logging.getLogger(__name__)
+Kind = str  # "query" | "document"
+
+
+class Embedder(nn.Module):
+    """Backbone + pooling + tokenizer + the model config that produced them.
+
+    `backbone_ref` names the base checkpoint (a `bundled:` ref or a path) LoRA adapters apply to.
+    """
+
+    def __init__(
+        self,
+        backbone: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        config: ModelConfig,
+        pooling: Pooling | None = None,
+        name: str | None = None,
+        backbone_ref: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.config = config
+        self.pooling = pooling if pooling is not None else build_pooling(config, backbone.config.hidden_size)
+        self.pooling.to(torch.float32)
+        self.name = name or config.backbone
+        self.backbone_ref = backbone_ref or config.backbone
+        self.padding_side = "right"
+        self.attention_capture = LastLayerAttention.attach(backbone) if self.pooling.needs_attentions else None
+        self.texts_encoded = 0
+        self.texts_truncated = 0
+
+    @property
+    def dimension(self) -> int:
+        return self.pooling.output_dim(self.backbone.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def prefixes(
+        self,
+        n: int,
+        kind: Kind,
+        task: str | Sequence[str | None] | None = None,
+        examples: Sequence[Sequence[Demonstration]] | None = None,
+    ) -> list[str]:
+        """The instruction prefix of each of `n` texts: queries always get one, documents only with a task."""
+        if kind not in ("query", "document"):
+            raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+        tasks = [task] * n if task is None or isinstance(task, str) else list(task)
+        demos = [()] * n if examples is None else list(examples)
+        if len(tasks) != n or len(demos) != n:
+            raise ValueError(f"got {len(tasks)} tasks and {len(demos)} example lists for {n} texts")
+        instr = self.config.instructions
+        return [
+            render_prefix(instr, t, d) if kind == "query" or t is not None else ""
+            for t, d in zip(tasks, demos, strict=True)
+        ]
+
+    def tokenize(
+        self,
+        texts: Sequence[str],
+        task: str | Sequence[str | None] | None = None,
+        kind: Kind = "query",
+        examples: Sequence[Sequence[Demonstration]] | None = None,
+    ) -> EncodedBatch:
+        """Model inputs for `texts` as queries or documents; `task` may be one instruction or one per text."""
+        max_length = self.config.max_query_length if kind == "query" else self.config.max_doc_length
+        prefixes = self.prefixes(len(texts), kind, task, examples)
+        batch = tokenize_pairs(self.tokenizer, prefixes, texts, max_length, self.padding_side)
+        self.texts_encoded += len(texts)
+        self.texts_truncated += batch.num_truncated
+        return batch
+
+    def forward(self, batch: EncodedBatch, normalize: bool | None = None) -> torch.Tensor:
+        """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config)."""
+        batch = batch.to(self.device)
+        out = self.backbone(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
+        )
+        attentions = self.attention_capture.pop() if self.attention_capture is not None else None
+        pooled = self.pooling(out.last_hidden_state.float(), batch.attention_mask, batch.pool_mask, attentions)
+        normalize = self.config.normalize if normalize is None else normalize
+        return F.normalize(pooled, dim=-1) if normalize else pooled
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        kind: Kind = "query",
+        batch_size: int = 32,
+        examples: Sequence[Sequence[Demonstration]] | None = None,
+    ) -> np.ndarray:
+        """L2-normalised float32 (len(texts), dimension), encoded in length-sorted batches, input order kept."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings, not one string")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        was_training = self.training
+        self.eval()
+        result = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        started, truncated_before = time.perf_counter(), self.texts_truncated
+        batches = length_sorted_batches(texts, batch_size)
+        for idx in tqdm(batches, desc=f"encode {kind}s", unit="batch", disable=len(batches) < 20, leave=False):
+            chunk_examples = None if examples is None else [examples[i] for i in idx]
+            batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
+            result[idx] = F.normalize(self.forward(batch, normalize=False), dim=-1).cpu().numpy()
+        self.train(was_training)
+        elapsed = time.perf_counter() - started
+        if texts:
+            log.info(
+                "encoded %d texts as %s in %.2fs (%.1f texts/s), %d truncated at the configured maximum length",
+                len(texts),
+                kind,
+                elapsed,
+                len(texts) / max(elapsed, 1e-9),
+                self.texts_truncated - truncated_before,
+            )
+        return result
+
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        batch_size: int = 32,
+        examples: Sequence[Demonstration] = (),
+    ) -> np.ndarray:
+        """Queries get the instruction for `task` (default: config's), after optional shared demonstrations."""
+        demos = [list(examples)] * len(texts) if examples else None
+        return self.encode(texts, task, "query", batch_size, demos)
+
+    def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        """Documents are bare; with `task` (symmetric tasks) they get the instruction too (NV-Embed 4)."""
+        return self.encode(texts, task, "document", batch_size)
+
+    def enable_lora(self) -> None:
+        """Wrap the backbone with fresh LoRA adapters from `config.lora` (NV-Embed App. C); pooling stays full."""
+        from embedforge.model.lora import add_lora
+
+        self.backbone = add_lora(self.backbone, self.config.lora)
+
+    def quantize_int8(self) -> Embedder:
+        """A CPU int8 dynamic-quantized copy for inference (NV-Embed A.3); see `quantize.py`."""
+        from embedforge.model.quantize import quantize_int8
+
+        return quantize_int8(self)
+
+    def save(self, directory: str | Path) -> Path:
+        """Save config + tokenizer + pooling head + adapters (or full weights without LoRA); see `persistence`."""
+        from embedforge.model.persistence import save_embedder
+
+        return save_embedder(self, Path(directory))
+
+    def export(self, directory: str | Path, format: str = "merged", card: dict | None = None) -> Path:
+        """Export for use without peft: `merged` (embedforge folder) or `sentence_transformers`."""
+        from embedforge.model.export import export_embedder
+
+        return export_embedder(self, Path(directory), format, card)

@@ -1,0 +1,72 @@
+"""`load_embedder` (the LLM embedder) and `load_encoder` (any `TextEncoder`) from a reference.
+
+References: an `EmbedforgeConfig` / `ModelConfig`, a config YAML path, `bundled:NAME`, an embedforge model folder
+(saved or merged export), a plain HF checkpoint folder (Llama/Mistral/Qwen2), or, for `load_encoder` only, a
+sentence-transformers folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from embedforge.config.model import ModelConfig
+from embedforge.model.backbone import load_backbone, load_tokenizer
+from embedforge.model.embedder import Embedder
+from embedforge.model.persistence import is_embedforge_dir, load_saved
+from embedforge.model.protocol import TextEncoder
+from embedforge.paths import BUNDLED_PREFIX, resolve_model
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _from_model_config(config: ModelConfig) -> Embedder:
+    path = resolve_model(config.backbone)
+    if is_embedforge_dir(path):
+        raise ValueError(f"model.backbone {config.backbone!r} is an embedforge model folder: load it directly")
+    backbone = load_backbone(path, config.dtype, config.bidirectional)
+    return Embedder(backbone, load_tokenizer(path), config, name=config.backbone, backbone_ref=config.backbone)
+
+
+def _is_sentence_transformers_dir(path: Path) -> bool:
+    return (path / "modules.json").is_file()
+
+
+def load_embedder(source: object, model_config: ModelConfig | None = None, trainable: bool = False) -> Embedder:
+    """The LLM embedder for `source` (see module docstring).
+
+    `model_config` applies to plain checkpoints (its `backbone` is replaced by the given folder); saved embedforge
+    folders carry their own config. `trainable=True` keeps loaded LoRA adapters trainable (to resume training).
+    """
+    from embedforge.config import EmbedforgeConfig, load_config
+
+    if isinstance(source, EmbedforgeConfig):
+        return _from_model_config(source.model)
+    if isinstance(source, ModelConfig):
+        return _from_model_config(source)
+    if not isinstance(source, str | Path):
+        raise TypeError(f"load_embedder takes a config, a path or a 'bundled:' ref, got {type(source).__name__}")
+    ref = str(source)
+    path = resolve_model(ref)
+    if path.is_file():
+        if path.suffix not in CONFIG_SUFFIXES:
+            raise ValueError(f"{path} is a file but not a config ({', '.join(CONFIG_SUFFIXES)})")
+        return _from_model_config(load_config(path).model)
+    if is_embedforge_dir(path):
+        return load_saved(path, trainable=trainable)
+    if (path / "config.json").is_file() and not _is_sentence_transformers_dir(path):
+        backbone = ref if ref.startswith(BUNDLED_PREFIX) else str(path)
+        config = (model_config or ModelConfig()).model_copy(update={"backbone": backbone})
+        return _from_model_config(ModelConfig.model_validate(config.model_dump()))
+    if _is_sentence_transformers_dir(path):
+        raise ValueError(f"{path} is a sentence-transformers folder: use embedforge.model.load_encoder for it")
+    raise ValueError(f"{path} is neither an embedforge model folder nor a Hugging Face checkpoint (no config.json)")
+
+
+def load_encoder(ref: str | Path, model_config: ModelConfig | None = None) -> TextEncoder:
+    """Any `TextEncoder`: sentence-transformers folders are wrapped, everything else goes to `load_embedder`."""
+    path = resolve_model(str(ref))
+    if path.is_dir() and _is_sentence_transformers_dir(path):
+        from embedforge.model.st_encoder import SentenceTransformerEncoder
+
+        return SentenceTransformerEncoder(path, name=str(ref))
+    return load_embedder(ref, model_config=model_config)

@@ -1,0 +1,50 @@
+"""LoRA adapters via peft (NV-Embed appendix C: rank 16, alpha 32, dropout 0.1; LGAI uses rank 64).
+
+Only the backbone is wrapped; the pooling head stays a plain module and trains fully. Merging folds the adapters
+into the base weights so exported models load without peft.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+from peft import LoraConfig as PeftLoraConfig
+from peft import PeftModel, get_peft_model
+from transformers import PreTrainedModel
+
+from embedforge.config.model import LoraConfig
+
+log = logging.getLogger(__name__)
+
+
+def add_lora(backbone: PreTrainedModel, config: LoraConfig) -> PeftModel:
+    """Wrap `backbone` with fresh LoRA adapters on `config.target_modules`; base weights are frozen."""
+    present = {name.rsplit(".", 1)[-1] for name, _ in backbone.named_modules()}
+    missing = sorted(set(config.target_modules) - present)
+    if missing:
+        raise ValueError(f"model.lora.target_modules {missing} do not exist in the backbone (it has e.g. q_proj)")
+    peft_config = PeftLoraConfig(
+        r=config.r,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=list(config.target_modules),
+        bias="none",
+    )
+    model = get_peft_model(backbone, peft_config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in model.parameters())
+    log.info("LoRA r=%d alpha=%g: %.2fM of %.1fM backbone parameters trainable", config.r, config.alpha,
+             trainable / 1e6, total / 1e6)
+    return model
+
+
+def is_peft(backbone: object) -> bool:
+    return isinstance(backbone, PeftModel)
+
+
+def merged_copy(backbone: PreTrainedModel | PeftModel) -> PreTrainedModel:
+    """A plain transformers model with the adapters folded in; the given model is left untouched."""
+    if not is_peft(backbone):
+        return backbone
+    return copy.deepcopy(backbone).merge_and_unload()

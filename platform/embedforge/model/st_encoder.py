@@ -1,0 +1,56 @@
+"""A sentence-transformers folder as a `TextEncoder` (e.g. the all-MiniLM-L6-v2 teacher and baseline).
+
+Instructions: if the folder was exported by embedforge (it holds `embedforge_instructions.json`), queries (and
+documents of symmetric tasks) get the same instruction prefix embedforge uses, passed as the ST `prompt` so it is
+excluded from pooling. Other models were not trained with instructions, so texts are encoded bare.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from embedforge.config.model import InstructionConfig
+from embedforge.model.instructions import render_prefix
+
+INSTRUCTIONS_FILE = "embedforge_instructions.json"
+
+
+class SentenceTransformerEncoder:
+    def __init__(self, path: Path, name: str | None = None, device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        self.name = name or path.name
+        spec = path / INSTRUCTIONS_FILE
+        self.instructions = InstructionConfig.model_validate_json(spec.read_text()) if spec.is_file() else None
+
+    @property
+    def tokenizer(self):
+        """The model's tokenizer (serving counts and limits tokens with it)."""
+        return self.model.tokenizer
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    def _encode(self, texts: Sequence[str], prompt: str | None, batch_size: int) -> np.ndarray:
+        out = self.model.encode(
+            list(texts), prompt=prompt, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dimension)
+
+    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        prompt = render_prefix(self.instructions, task) if self.instructions else None
+        return self._encode(texts, prompt, batch_size)
+
+    def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        prompt = render_prefix(self.instructions, task) if self.instructions and task else None
+        return self._encode(texts, prompt, batch_size)
+
+
+def write_instructions(directory: Path, instructions: InstructionConfig) -> None:
+    (directory / INSTRUCTIONS_FILE).write_text(json.dumps(instructions.model_dump(), indent=2) + "\n")

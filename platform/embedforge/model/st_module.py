@@ -1,0 +1,78 @@
+"""A sentence-transformers input module that runs the embedforge embedder, so exports encode exactly alike.
+
+`SentenceTransformer(path)` loads it from `modules.json` (`type: embedforge.model.st_module.EmbedforgeModule`).
+ST passes the prompt apart from the texts (`preprocess(inputs, prompt=...)`), which is the same (prefix, text)
+split embedforge tokenizes, so the instruction is excluded from pooling there too. `encode_query` /
+`encode_document` pass `task="query"|"document"`, which picks the configured maximum length.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from sentence_transformers.base.modules.input_module import InputModule
+
+from embedforge.model.embedder import Embedder
+from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
+
+EMBEDDER_DIR = "embedforge"
+
+
+class EmbedforgeModule(InputModule):
+    config_keys: list[str] = []  # noqa: RUF012 (ST's class attribute)
+
+    def __init__(self, embedder: Embedder) -> None:
+        super().__init__()
+        self.embedder = embedder
+
+    @property
+    def max_seq_length(self) -> int:
+        return max(self.embedder.config.max_query_length, self.embedder.config.max_doc_length)
+
+    def get_embedding_dimension(self) -> int:
+        return self.embedder.dimension
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.embedder.dimension
+
+    def preprocess(self, inputs: Any, prompt: str | None = None, **kwargs: Any) -> dict[str, torch.Tensor]:
+        texts = list(inputs)
+        task = kwargs.get("task")
+        is_query = task == "query" or (task is None and bool(prompt))
+        cfg = self.embedder.config
+        batch = tokenize_pairs(
+            self.embedder.tokenizer,
+            [prompt or ""] * len(texts),
+            texts,
+            cfg.max_query_length if is_query else cfg.max_doc_length,
+            self.embedder.padding_side,
+        )
+        return {
+            "input_ids": batch.input_ids,
+            "attention_mask": batch.attention_mask,
+            "pool_mask": batch.pool_mask,
+            "position_ids": batch.position_ids,
+        }
+
+    def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        batch = EncodedBatch(
+            features["input_ids"], features["attention_mask"], features["pool_mask"], features["position_ids"], 0
+        )
+        features["sentence_embedding"] = self.embedder(batch)
+        return features
+
+    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+        from embedforge.model.export import export_embedder
+
+        export_embedder(self.embedder, Path(output_path) / EMBEDDER_DIR, "merged")
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> EmbedforgeModule:
+        from embedforge.model.persistence import load_saved
+
+        path = Path(model_name_or_path) / subfolder / EMBEDDER_DIR
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path} missing: not a sentence-transformers folder exported by embedforge")
+        return cls(load_saved(path))

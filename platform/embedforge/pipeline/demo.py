@@ -1,0 +1,122 @@
+"""`python -m embedforge.pipeline.demo [CONFIG]` (what `make demo` runs): the whole pipeline on a local Ray head.
+
+Prepares the bundled models, starts the local head with its dashboard, submits `jobs/pipeline.py` with
+`ray job submit` and follows its log, makes sure the trained embedder is deployed with `embedforge.serve`, then
+prints the endpoint, a curl and an openai-client example (both run here first), and the evaluation table.
+The deployment is left running; the end of the output says how to stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from embedforge.cluster import local
+from embedforge.config import ConfigError, EmbedforgeConfig, load_config
+from embedforge.models.bundled import prepare
+from embedforge.paths import REPO_ROOT
+from embedforge.pipeline.probe import PROBE_TEXT, api_key, base_url, probe_endpoint
+from embedforge.pipeline.runner import read_pipeline
+from embedforge.pipeline.steps import entry_point, served_model
+from embedforge.pipeline.submit import submit_pipeline
+
+log = logging.getLogger("embedforge.demo")
+
+
+def _say(step: str, started: float) -> None:
+    print(f"\n==> [{time.time() - started:6.0f}s] {step}", flush=True)
+
+
+def _ensure_deployed(config: EmbedforgeConfig, run_dir: Path) -> str:
+    """The endpoint the job deployed when it still answers; otherwise deploy the exported model again here."""
+    record = read_pipeline(run_dir) or {}
+    endpoint = record.get("steps", {}).get("deploy", {}).get("endpoint")
+    if endpoint:
+        try:
+            probe_endpoint(endpoint, config)
+            return endpoint
+        except OSError as err:
+            print(f"the job's endpoint {endpoint} does not answer ({err}); deploying again")
+    local.connect()
+    return entry_point("embedforge.serve.deploy", "deploy")(config, served_model(config, run_dir))
+
+
+def _examples(endpoint: str, config: EmbedforgeConfig) -> None:
+    """Run the openai client against the endpoint, then print it and an equivalent curl command."""
+    from openai import OpenAI
+
+    key = api_key(config)
+    client = OpenAI(base_url=f"{base_url(endpoint)}/v1", api_key=key or "unused")
+    result = client.embeddings.create(model=config.serve.model_name, input=[PROBE_TEXT])
+    vector = result.data[0].embedding
+    auth = f' -H "Authorization: Bearer ${config.serve.api_keys_env}"' if key else ""
+    body = json.dumps({"model": config.serve.model_name, "input": ["What is Ray Serve?"]})
+    print(f"endpoint: {base_url(endpoint)}/v1  (openai client just got a {len(vector)}-d embedding)")
+    print("\ncurl:")
+    print(f"  curl -s {base_url(endpoint)}/v1/embeddings -H 'Content-Type: application/json'{auth} -d '{body}'")
+    print("\npython (openai client):")
+    print("  from openai import OpenAI")
+    print(f"  client = OpenAI(base_url='{base_url(endpoint)}/v1', api_key='{'<your key>' if key else 'unused'}')")
+    print(
+        f"  client.embeddings.create(model='{config.serve.model_name}', input=['What is Ray Serve?']).data[0].embedding"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m embedforge.pipeline.demo", description=__doc__)
+    parser.add_argument("config", nargs="?", default="configs/local.yaml")
+    parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/demo-<config name>")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    started = time.time()
+    try:
+        config = load_config(
+            REPO_ROOT / args.config if not Path(args.config).is_absolute() else args.config, args.overrides
+        )
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 1
+    run_dir = (args.run_dir or REPO_ROOT / "runs" / f"demo-{config.name}").resolve()
+    # the head's job drivers must find this venv's python, ray and embedforge first
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    for name, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+        os.environ.setdefault(name, value)
+
+    _say("preparing the bundled models (once; cached afterwards)", started)
+    for name, path in prepare().items():
+        print(f"  {name}: {path}")
+    _say("starting the local Ray head", started)
+    dashboard = local.up()
+    print(f"  dashboard: {dashboard}  (Jobs tab: the pipeline's log; Train / Serve tabs: the stages)")
+    _say(f"submitting the pipeline job ({args.config}, run dir {run_dir})", started)
+    extra = [arg for item in args.overrides for arg in ("--set", item)]
+    code = submit_pipeline(dashboard, str(args.config), run_dir, extra)
+    if code != 0:
+        print(
+            f"\nthe pipeline job failed (exit {code}); its log is above and in the dashboard, "
+            f"its record in {run_dir / 'pipeline.json'}",
+            file=sys.stderr,
+        )
+        return code
+    _say("checking the deployment", started)
+    endpoint = _ensure_deployed(config, run_dir)
+    _examples(endpoint, config)
+    report = run_dir / "evaluate" / "report.md"
+    if report.is_file():
+        _say(f"evaluation ({report}; plot beside it as report.png)", started)
+        print(report.read_text())
+    _say(f"demo finished in {time.time() - started:.0f}s", started)
+    print("The deployment keeps running. Stop it with:")
+    print(f"  {Path(sys.executable).parent / 'serve'} shutdown --address {dashboard} -y   # the embedder only")
+    print("  make cluster-down                                   # the whole local Ray head")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

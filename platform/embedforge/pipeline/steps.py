@@ -1,0 +1,123 @@
+"""The pipeline's steps, in order, each a call to one stage's agreed entry point (see the stage contracts).
+
+Stage modules are imported only when their step runs, so a missing stage fails with a message naming it instead
+of breaking the import of the whole pipeline. NV-Embed (seed 000) sections 3.3 and 4: data synthesis, hard
+negative mining, two-stage contrastive instruction tuning, then evaluation of the trained embedder.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.pipeline.probe import probe_endpoint
+
+EXPORT_FORMATS = ("merged", "sentence_transformers")
+
+
+class StageNotBuiltError(RuntimeError):
+    """A stage's module or entry point does not exist in this checkout."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pipeline step. `run` returns the stage's manifest (or, for export/deploy, what they produced)."""
+
+    name: str
+    title: str
+    enabled: Callable[[EmbedforgeConfig], bool]
+    run: Callable[[EmbedforgeConfig, Path], dict[str, Any]]
+
+
+def entry_point(module: str, attr: str) -> Callable[..., Any]:
+    """Import `module.attr`; a missing stage module or function raises StageNotBuiltError naming it."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (module == err.name or module.startswith(f"{err.name}.")):
+            raise StageNotBuiltError(f"{module} does not exist: that stage is not built in this checkout") from err
+        raise
+    fn = getattr(mod, attr, None)
+    if not callable(fn):
+        raise StageNotBuiltError(f"{module} has no function {attr!r}: that stage is not built in this checkout")
+    return fn
+
+
+def trained_model_dir(run_dir: Path) -> Path:
+    return run_dir / "train" / "model"
+
+
+def export_dir(run_dir: Path, fmt: str) -> Path:
+    return run_dir / "train" / "export" / fmt
+
+
+def served_model(config: EmbedforgeConfig, run_dir: Path) -> str:
+    """`serve.model` when the config names one, else the pipeline's merged export (loads without peft)."""
+    return config.serve.model or str(export_dir(run_dir, "merged"))
+
+
+def comparison_models(config: EmbedforgeConfig, run_dir: Path) -> list[str]:
+    """Trained model, untrained backbone, every model-backed teacher, then configured baselines; no repeats."""
+    refs = [str(trained_model_dir(run_dir))] if config.train.enabled else []
+    refs.append(config.model.backbone)
+    refs += [t.model for t in config.mine.teachers if t.model and config.mine.enabled]
+    refs += config.evaluate.baselines
+    return list(dict.fromkeys(refs))
+
+
+def _synth(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    return entry_point("embedforge.synth.run", "run_synth")(config, run_dir)
+
+
+def _mine(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    return entry_point("embedforge.mine.run", "run_mine")(config, run_dir)
+
+
+def _train(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    return entry_point("embedforge.train.run", "run_train")(config, run_dir)
+
+
+def _evaluate(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    models = comparison_models(config, run_dir)
+    return entry_point("embedforge.evaluate.run", "run_evaluate")(config, run_dir, models=models)
+
+
+def _export(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    """Training writes the exports (merged checkpoint + sentence-transformers folder); check both are there."""
+    found = {}
+    for fmt in EXPORT_FORMATS:
+        folder = export_dir(run_dir, fmt)
+        files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
+        if not files:
+            raise FileNotFoundError(f"export {fmt!r} missing or empty at {folder}: training did not export it")
+        found[fmt] = {"path": str(folder), "files": len(files), "bytes": sum(p.stat().st_size for p in files)}
+    return {"exports": found}
+
+
+def _deploy(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
+    model = served_model(config, run_dir)
+    url = entry_point("embedforge.serve.deploy", "deploy")(config, model)
+    return {"endpoint": url, "model": model, "probe": probe_endpoint(url, config)}
+
+
+def _trains(config: EmbedforgeConfig) -> bool:
+    return config.train.enabled and bool(config.train.stages)
+
+
+def default_steps() -> list[Step]:
+    trains = _trains
+    return [
+        Step("synth", "synthesize training data (vLLM on Ray Data)", lambda c: c.synth.enabled, _synth),
+        Step("mine", "mine hard negatives (teachers + faiss on Ray Data)", lambda c: c.mine.enabled, _mine),
+        Step("train", "train the embedder, both stages (Ray Train)", trains, _train),
+        Step("evaluate", "evaluate trained vs untrained base vs teacher", lambda c: c.evaluate.enabled, _evaluate),
+        Step("export", "check the merged and sentence-transformers exports", trains, _export),
+        Step("deploy", "deploy the exported embedder (Ray Serve)", lambda c: True, _deploy),
+    ]
+
+
+STEP_NAMES = tuple(step.name for step in default_steps())

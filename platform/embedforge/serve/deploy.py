@@ -1,0 +1,157 @@
+"""Build the Ray Serve application from the config and start it; `app_builder` is the `serve run/deploy` hook.
+
+Deployment options come from `serve:` in the config: replica resources, `max_ongoing_requests` and
+`max_queued_requests` (backpressure: Serve answers 503 once the queue is full instead of hanging), and the
+autoscaling policy (min/max replicas, target ongoing requests per replica, upscale/downscale delays).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+
+from embedforge.config import EmbedforgeConfig, load_config
+from embedforge.config.serve import ServeConfig
+from embedforge.serve.app import EmbeddingDeployment
+from embedforge.serve.auth import digests_from_env
+
+log = logging.getLogger(__name__)
+
+
+def serve_section(config: EmbedforgeConfig | ServeConfig) -> ServeConfig:
+    """Serving needs only the `serve:` section; callers may pass the whole config or the section."""
+    return config.serve if isinstance(config, EmbedforgeConfig) else config
+
+
+def resolve_model(config: EmbedforgeConfig | ServeConfig, model: str | None, run_dir: Path | None) -> str:
+    """The model to serve: the argument, else `serve.model`, else the trained model under `run_dir`."""
+    ref = model or serve_section(config).model
+    if ref is None:
+        if run_dir is None:
+            raise ValueError("no model to serve: pass a model, set serve.model, or give the run directory")
+        trained = Path(run_dir) / "train" / "model"
+        if not trained.is_dir():
+            raise ValueError(f"no trained model at {trained}: run `embedforge train` first or pass a model")
+        ref = str(trained)
+    if ref.startswith(("bundled:", "http://", "https://")):
+        return ref
+    path = Path(ref).expanduser().resolve()
+    if not path.exists():
+        raise ValueError(f"model path {path} does not exist")
+    return str(path)
+
+
+def deployment_options(serve_config: ServeConfig) -> dict[str, Any]:
+    scaling = serve_config.autoscaling
+    return {
+        "name": serve_config.name,
+        "ray_actor_options": {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus},
+        "max_ongoing_requests": serve_config.max_ongoing_requests,
+        "max_queued_requests": serve_config.max_queued_requests,
+        "autoscaling_config": {
+            "min_replicas": scaling.min_replicas,
+            "initial_replicas": max(scaling.min_replicas, 1),
+            "max_replicas": scaling.max_replicas,
+            "target_ongoing_requests": scaling.target_ongoing_requests,
+            "upscale_delay_s": scaling.upscale_delay_s,
+            "downscale_delay_s": scaling.downscale_delay_s,
+            "metrics_interval_s": scaling.metrics_interval_s,
+            "look_back_period_s": scaling.look_back_period_s,
+        },
+    }
+
+
+def build_app(config: EmbedforgeConfig | ServeConfig, model: str) -> Application:
+    """The bound application; API keys are read here (driver side) and only their digests reach replicas."""
+    serve_config = serve_section(config)
+    digests = digests_from_env(serve_config.api_keys_env)
+    deployment = EmbeddingDeployment.options(**deployment_options(serve_config))
+    return deployment.bind(serve_config, model, digests)
+
+
+def app_builder(args: dict[str, Any]) -> Application:
+    """Entry for a Serve config file: `import_path: embedforge.serve.deploy:app_builder` with args
+    `config` (YAML path), optional `model`, `run_dir` and `set` (list of KEY=VALUE overrides)."""
+    if "config" not in args:
+        raise ValueError("Serve config args need `config`: the embedforge config YAML path")
+    config = load_config(args["config"], list(args.get("set", [])))
+    run_dir = Path(args["run_dir"]) if args.get("run_dir") else None
+    return build_app(config, resolve_model(config, args.get("model"), run_dir))
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _proxy_address(host: str, port: int) -> tuple[str, int]:
+    """Where Serve's proxy listens: ours if we started it, the running instance's otherwise."""
+    from ray.serve.context import _get_global_client  # private, but the only way to read a running proxy's port
+
+    http = _get_global_client().http_config
+    return (host if http.host in ("0.0.0.0", "::") else http.host), int(http.port)
+
+
+def wait_ready(url: str, timeout_s: float) -> dict:
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/ready", timeout=10) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            last = f"HTTP {err.code}"
+        except OSError as err:
+            last = str(err)
+        time.sleep(0.5)
+    raise TimeoutError(f"{url}/ready did not answer 200 within {timeout_s:.0f}s (last: {last})")
+
+
+def deploy(
+    config: EmbedforgeConfig | ServeConfig,
+    model: str | None = None,
+    *,
+    run_dir: Path | None = None,
+    port: int | None = None,
+    wait_ready_s: float = 300.0,
+) -> str:
+    """Start (or update) the application on the current Ray cluster and return its base URL once ready."""
+    from embedforge.cluster.local import connect
+
+    serve_config = serve_section(config)
+    ref = resolve_model(serve_config, model, run_dir)
+    connect()
+    wanted = serve_config.port if port is None else port
+    if wanted == 0:
+        wanted = free_port(serve_config.host)
+    serve.start(http_options={"host": serve_config.host, "port": wanted,
+                              "request_timeout_s": serve_config.limits.request_timeout_s})
+    host, actual = _proxy_address(serve_config.host, wanted)
+    if actual != wanted:
+        log.warning("Serve already runs on port %d on this cluster; port %d is ignored", actual, wanted)
+    log.info("deploying %s as %r (%s)", ref, serve_config.name, serve_config.model_name)
+    serve.run(build_app(config, ref), name=serve_config.name, route_prefix=serve_config.route_prefix,
+              blocking=False)
+    url = f"http://{host}:{actual}{serve_config.route_prefix.rstrip('/')}"
+    info = wait_ready(url, wait_ready_s)
+    log.info("serving %s at %s/v1/embeddings (dimension %s)", serve_config.model_name, url, info.get("dimension"))
+    return url
+
+
+def load_config_for(target: str, overrides: list[str] | None = None) -> EmbedforgeConfig | ServeConfig:
+    """`embedforge serve` takes a config YAML or a model directory (served with default serve settings)."""
+    if target.endswith((".yaml", ".yml")):
+        return load_config(target, overrides)
+    if overrides:
+        raise ValueError(f"--set {overrides[0]}: overrides need a config file, not a model directory")
+    return ServeConfig(model=target)

@@ -1,0 +1,110 @@
+"""The embedding service without HTTP: checks a request, batches it, encodes it, renders the OpenAI response.
+
+Query vs document encoding goes through the model's own `encode_queries` / `encode_documents`, so the served
+instruction template and pooling are the trained ones (NV-Embed, seed 000, section 4). `dimensions` keeps the
+first d coordinates and renormalises them (Matryoshka-style truncation; OpenAI's `dimensions` parameter).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from embedforge.config.serve import ServeConfig
+from embedforge.model.protocol import TextEncoder
+from embedforge.serve.batcher import BatchObserver, TokenBudgetBatcher
+from embedforge.serve.request import EmbeddingRequest, parse_request, read_json_body
+from embedforge.serve.tokens import TokenLimiter
+
+log = logging.getLogger(__name__)
+
+
+def tokenizer_of(encoder: TextEncoder) -> Any:
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if tokenizer is None:
+        raise TypeError(f"encoder {encoder.name!r} ({type(encoder).__name__}) exposes no `tokenizer`; serving "
+                        "needs it to count and limit tokens")
+    return tokenizer
+
+
+def truncate_dimensions(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
+    if dimensions is None or dimensions == vectors.shape[1]:
+        return vectors
+    cut = vectors[:, :dimensions]
+    norms = np.linalg.norm(cut, axis=1, keepdims=True)
+    return (cut / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class EmbeddingService:
+    def __init__(self, encoder: TextEncoder, config: ServeConfig, observe_batch: BatchObserver | None = None):
+        self.encoder = encoder
+        self.config = config
+        self.dimension = encoder.dimension
+        limits = config.limits
+        self.limiter = TokenLimiter(tokenizer_of(encoder), limits.max_tokens_per_input, limits.on_too_long)
+        batching = config.batching
+        self.batcher = TokenBudgetBatcher(
+            self._encode,
+            max_batch_tokens=batching.max_batch_tokens,
+            max_batch_size=batching.max_batch_size,
+            wait_s=batching.batch_wait_timeout_s,
+            max_pending=batching.max_pending_requests,
+            observe=observe_batch,
+        )
+
+    def _encode(self, key: Hashable, texts: list[str]) -> np.ndarray:
+        input_type, instruction = key  # type: ignore[misc]
+        size = self.config.batching.max_batch_size
+        if input_type == "query":
+            vectors = self.encoder.encode_queries(texts, task=instruction, batch_size=size)
+        else:
+            vectors = self.encoder.encode_documents(texts, task=instruction, batch_size=size)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def parse(self, raw: bytes, content_type: str | None) -> EmbeddingRequest:
+        payload = read_json_body(raw, content_type, self.config.limits.max_body_bytes)
+        return parse_request(
+            payload,
+            model_name=self.config.model_name,
+            dimension=self.dimension,
+            default_input_type=self.config.default_input_type,
+            limits=self.config.limits,
+        )
+
+    async def embed(self, request: EmbeddingRequest) -> tuple[bytes, int]:
+        """The response body (JSON bytes) and the number of input tokens."""
+        texts, counts = self.limiter.apply(request.texts)
+        vectors = await self.batcher.submit((request.input_type, request.instruction), texts, counts)
+        vectors = truncate_dimensions(vectors, request.dimensions)
+        tokens = int(sum(counts))
+        body = {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": _render(v, request.encoding_format)}
+                for i, v in enumerate(vectors)
+            ],
+            "model": request.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        return json.dumps(body, separators=(",", ":")).encode("utf-8"), tokens
+
+    def models(self) -> dict:
+        return {
+            "object": "list",
+            "data": [{"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "embedforge",
+                      "dimension": self.dimension}],
+        }
+
+    def close(self) -> None:
+        self.batcher.close()
+
+
+def _render(vector: np.ndarray, encoding_format: str) -> Any:
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()

@@ -1,0 +1,168 @@
+"""Deterministic, resumable batch planning for one training stage.
+
+- Task-homogeneous batches (paper 004, "task-conditioned sampling"): every global batch comes from one source.
+- Weighted mixing: the source of each step is drawn with the stage's dataset weights.
+- No text twice in a batch (NV-Embed 3.3, recipe section 3): an example whose query or positive is already in the
+  global batch waits for a later batch; negatives that collide are skipped; a shortfall of hard negatives is filled
+  with other examples' positives from the same source (random negatives).
+- MGH curriculum picks which negative level each step prefers; LGAI 4.2 in-context demonstrations are drawn from
+  the same source.
+
+The whole plan is a pure function of (examples, stage, world size, seed), so step N of a resumed run sees exactly
+the batch step N of the first run saw: the data position in a checkpoint is the step number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from embedforge.config.train import InContextConfig, StageConfig
+from embedforge.data.schema import TrainingExample
+from embedforge.train.curriculum import level_for_step, order_negatives
+
+
+@dataclass
+class BatchItem:
+    """One example as trained at one step: its chosen negatives, teacher scores and demonstrations."""
+
+    example: TrainingExample
+    negatives: list[str]
+    teacher_scores: list[float]  # positive first, then the chosen negatives; NaN where the teacher gave none
+    demonstrations: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Batch:
+    """A worker's slice of one global batch; all items share source, task type and instruction."""
+
+    step: int
+    source: str
+    level: int | None
+    items: list[BatchItem]
+
+    @property
+    def ids(self) -> list[str]:
+        return [item.example.id for item in self.items]
+
+
+def _seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
+
+
+class StagePlan:
+    """The global batches of one stage, split per worker with `batch(step, rank)`."""
+
+    def __init__(
+        self,
+        examples: dict[str, list[TrainingExample]],
+        stage: StageConfig,
+        world_size: int,
+        seed: int,
+        in_context: InContextConfig | None = None,
+    ) -> None:
+        self.stage = stage
+        self.world_size = world_size
+        self.per_rank = stage.batch_size
+        self.in_context = in_context or InContextConfig()
+        missing = [d.source for d in stage.datasets if not examples.get(d.source)]
+        if missing:
+            raise ValueError(f"train stage {stage.name!r}: no training examples for sources {missing}")
+        self.examples = {d.source: examples[d.source] for d in stage.datasets}
+        for name, rows in self.examples.items():
+            if len(rows) < self.per_rank * world_size:
+                raise ValueError(
+                    f"train stage {stage.name!r}: source {name!r} has {len(rows)} examples, fewer than one global "
+                    f"batch ({self.per_rank} x {world_size} workers)"
+                )
+        self._seed = seed
+        self._epochs = dict.fromkeys(self.examples, 0)
+        self._queues = {
+            name: deque(random.Random(_seed(seed, stage.name, name)).sample(range(len(rows)), len(rows)))
+            for name, rows in self.examples.items()
+        }
+        mix = random.Random(_seed(seed, stage.name, "mix"))
+        names = [d.source for d in stage.datasets]
+        weights = [d.weight for d in stage.datasets]
+        self.global_batches = [self._plan_step(step, mix.choices(names, weights)[0]) for step in range(stage.steps)]
+
+    def _next_example(self, source: str, taken: set[str], deferred: list[int]) -> int:
+        queue = self._queues[source]
+        rows = self.examples[source]
+        for _ in range(len(rows)):
+            if not queue:  # new epoch, new order
+                self._epochs[source] += 1
+                order = random.Random(_seed(self._seed, self.stage.name, source, self._epochs[source]))
+                queue.extend(order.sample(range(len(rows)), len(rows)))
+            index = queue.popleft()
+            ex = rows[index]
+            if ex.query in taken or ex.positive in taken:
+                deferred.append(index)
+                continue
+            return index
+        raise ValueError(
+            f"train stage {self.stage.name!r}: source {source!r} cannot fill a batch of "
+            f"{self.per_rank * self.world_size} examples without repeating a text"
+        )
+
+    def _plan_step(self, step: int, source: str) -> tuple[str, int | None, list[BatchItem]]:
+        rng = random.Random(_seed(self._seed, self.stage.name, "step", step))
+        level = level_for_step(self.stage.curriculum, step, self.stage.steps, rng)
+        rows = self.examples[source]
+        taken: set[str] = set()
+        deferred: list[int] = []
+        chosen: list[int] = []
+        for _ in range(self.per_rank * self.world_size):
+            index = self._next_example(source, taken, deferred)
+            chosen.append(index)
+            taken.update((rows[index].query, rows[index].positive))
+        self._queues[source].extendleft(reversed(deferred))  # waiting examples go first next time
+        items = []
+        for index in chosen:
+            ex = rows[index]
+            negatives, scores = self._negatives(ex, level, taken, rng, source)
+            items.append(BatchItem(ex, negatives, scores, self._demonstrations(ex, rng, source)))
+        return source, level, items
+
+    def _negatives(
+        self, ex: TrainingExample, level: int | None, taken: set[str], rng: random.Random, source: str
+    ) -> tuple[list[str], list[float]]:
+        want = self.stage.num_negatives
+        negatives: list[str] = []
+        scores = [math.nan if ex.positive_score is None else ex.positive_score]
+        for i in order_negatives(len(ex.negatives), ex.negative_levels, level):
+            if len(negatives) == want:
+                break
+            text = ex.negatives[i]
+            if text in taken:
+                continue
+            negatives.append(text)
+            scores.append(ex.negative_scores[i] if ex.negative_scores else math.nan)
+            taken.add(text)
+        rows = self.examples[source]
+        for _ in range(50 * want):
+            if len(negatives) == want:
+                break
+            text = rows[rng.randrange(len(rows))].positive
+            if text not in taken:
+                negatives.append(text)
+                scores.append(math.nan)
+                taken.add(text)
+        if len(negatives) < want:
+            raise ValueError(f"train: cannot find {want} distinct negatives for example {ex.id} in {source!r}")
+        return negatives, scores
+
+    def _demonstrations(self, ex: TrainingExample, rng: random.Random, source: str) -> list[tuple[str, str]]:
+        cfg = self.in_context
+        if cfg.k == 0 or cfg.fraction == 0 or rng.random() >= cfg.fraction:
+            return []
+        rows = self.examples[source]
+        picks = [rows[i] for i in rng.sample(range(len(rows)), min(len(rows), cfg.k + 1))]
+        return [(d.query, d.positive) for d in picks if d.id != ex.id][: cfg.k]
+
+    def batch(self, step: int, rank: int) -> Batch:
+        source, level, items = self.global_batches[step]
+        return Batch(step, source, level, items[rank * self.per_rank : (rank + 1) * self.per_rank])

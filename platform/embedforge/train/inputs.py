@@ -1,0 +1,70 @@
+"""From a planned batch to model inputs and loss targets, rendered exactly as at inference.
+
+Queries get the instruction (and, for LGAI 4.2 in-context training, their demonstrations); documents are bare
+except for symmetric tasks, which give both sides the instruction (NV-Embed 4). Tokenization is the embedder's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from embedforge.data.schema import is_symmetric
+from embedforge.model.embedder import Embedder
+from embedforge.model.instructions import Demonstration
+from embedforge.train.batching import Batch
+from embedforge.train.objective import Targets
+
+
+@dataclass(frozen=True)
+class TextInput:
+    text: str
+    task: str | None
+    kind: str  # "query" | "document"
+    demonstrations: tuple[Demonstration, ...] = ()
+
+
+def batch_inputs(batch: Batch) -> tuple[list[TextInput], list[TextInput], int]:
+    """Queries (B), documents (B * C: positive then negatives per example) and C."""
+    queries, documents = [], []
+    for item in batch.items:
+        ex = item.example
+        queries.append(TextInput(ex.query, ex.instruction, "query", tuple(item.demonstrations)))
+        doc_task = ex.instruction if is_symmetric(ex.task_type) else None
+        documents += [TextInput(t, doc_task, "document") for t in (ex.positive, *item.negatives)]
+    per_example = len(documents) // max(len(queries), 1)
+    return queries, documents, per_example
+
+
+def batch_targets(batch: Batch) -> Targets:
+    def num(value: float | None) -> float:
+        return math.nan if value is None else float(value)
+
+    return Targets(
+        teacher_scores=torch.tensor([item.teacher_scores for item in batch.items], dtype=torch.float32),
+        relevance=torch.tensor([num(item.example.relevance) for item in batch.items], dtype=torch.float32),
+        max_relevance=torch.tensor([num(item.example.max_relevance) for item in batch.items], dtype=torch.float32),
+    )
+
+
+class Encoder:
+    """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting real tokens seen."""
+
+    def __init__(self, embedder: Embedder, module: nn.Module | None = None) -> None:
+        self.embedder = embedder
+        self.module: Callable[..., torch.Tensor] = module if module is not None else embedder
+        self.tokens = 0
+
+    def __call__(self, inputs: Sequence[TextInput]) -> torch.Tensor:
+        kinds = {i.kind for i in inputs}
+        if len(kinds) != 1:
+            raise ValueError(f"one encoder call takes one kind of text, got {sorted(kinds)}")
+        batch = self.embedder.tokenize(
+            [i.text for i in inputs], [i.task for i in inputs], kinds.pop(), [list(i.demonstrations) for i in inputs]
+        )
+        self.tokens += int(batch.attention_mask.sum())
+        return self.module(batch)

@@ -1,0 +1,55 @@
+"""The training objective of one stage: the weighted sum of the configured losses over a batch's embeddings.
+
+L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL (MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1).
+In-batch negatives follow the stage (NV-Embed 3.3: on for stage-1 retrieval, off for the stage-2 blend).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from embedforge.config.train import LossesConfig
+from embedforge.train.losses import infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses.pair_bce import graded_labels
+
+
+@dataclass
+class Targets:
+    """Per-example supervision aligned with the candidates: teacher scores (B, C) and graded relevance (B,)."""
+
+    teacher_scores: torch.Tensor
+    relevance: torch.Tensor
+    max_relevance: torch.Tensor
+
+
+def objective(
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    targets: Targets,
+    losses: LossesConfig,
+    in_batch: bool,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Total loss and the value of each active term (plus in-batch accuracy) for logging."""
+    metrics: dict[str, float] = {}
+    total = queries.sum() * 0.0
+    nce, accuracy = infonce_loss(queries, candidates, losses.infonce.temperature, in_batch)
+    metrics["accuracy"] = accuracy.item()
+    if losses.infonce.weight > 0:
+        total = total + losses.infonce.weight * nce
+        metrics["loss_infonce"] = nce.item()
+    if losses.pair_bce.weight > 0:
+        z = graded_labels(targets.relevance, targets.max_relevance, losses.pair_bce.graded_floor)
+        bce = pair_bce_loss(queries, candidates, losses.pair_bce.alpha, losses.pair_bce.beta, z, in_batch)
+        total = total + losses.pair_bce.weight * bce
+        metrics["loss_pair_bce"] = bce.item()
+    if losses.distill.weight > 0:
+        kd = soft_label_distill_loss(
+            queries, candidates, targets.teacher_scores,
+            losses.distill.teacher_temperature, losses.distill.student_temperature,
+        )
+        total = total + losses.distill.weight * kd
+        metrics["loss_distill"] = kd.item()
+    metrics["loss"] = total.item()
+    return total, metrics

@@ -1,0 +1,157 @@
+"""`run_train(config, run_dir)`: the thin Ray layer of the training stage.
+
+Reads the examples (mined or straight from the sources), hands them to Ray Train as a Ray Data dataset, runs the
+`TorchTrainer` (ScalingConfig, DDP backend and FailureConfig from config), then loads the final checkpoint into
+the embedder, saves it at `run_dir/train/model/`, exports it (`export/merged`, `export/sentence_transformers`) and
+draws the metric curves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.runs.stage import StageRun, read_manifest
+from embedforge.train.checkpoint import STATE, load_weights, read_state
+from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
+from embedforge.train.metrics import plot_curves, read_rows
+from embedforge.train.worker import EXAMPLES, METRICS_CSV, stage_bounds, train_loop_per_worker
+
+log = logging.getLogger(__name__)
+STAGE = "train"
+EXPORT_FORMATS = ("merged", "sentence_transformers")
+
+
+def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
+    """What changes the trained model: model and train sections, the used sources, the data seed."""
+    import hashlib
+
+    used = set(stage_sources(config))
+    settings = {
+        "model": config.model.model_dump(mode="json"),
+        "train": config.train.model_dump(mode="json"),
+        "sources": [s.model_dump(mode="json") for s in config.data.sources if s.name in used],
+        "data_seed": config.data.seed,
+    }
+    return settings, hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _inputs(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Path]:
+    used = set(stage_sources(config))
+    inputs = {s.path: run_dir / s.path for s in config.data.sources if s.name in used and s.kind == "run"}
+    if mined_dir(run_dir) is not None:
+        inputs["mine"] = run_dir / "mine"
+    return inputs
+
+
+def latest_checkpoint(storage: Path, config_hash: str) -> Path | None:
+    """The checkpoint with the most steps under `storage` written for this config (to resume a stopped run)."""
+    best: tuple[int, Path] | None = None
+    for state_file in storage.glob(f"**/checkpoint-step*/{STATE}"):
+        state = read_state(state_file.parent)
+        if state.config_hash == config_hash and (best is None or state.global_step > best[0]):
+            best = (state.global_step, state_file.parent)
+    return best[1] if best else None
+
+
+def _trainer(config: EmbedforgeConfig, stage: StageRun, examples: dict, resume: Path | None):
+    import ray.data
+    from ray.train import Checkpoint, CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    train = config.train
+    rows = [ex.to_row() for name in sorted(examples) for ex in examples[name]]
+    backend = train.backend if train.backend != "auto" else ("nccl" if train.use_gpu else "gloo")
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={
+            "config": config.model_dump(mode="json"),
+            "config_hash": stage.config_hash,
+            "out_dir": str(stage.dir),
+            "threads": max(1, int(train.cpus_per_worker)),
+        },
+        torch_config=TorchConfig(backend=backend),
+        scaling_config=ScalingConfig(
+            num_workers=train.num_workers, use_gpu=train.use_gpu, resources_per_worker=_resources(config)
+        ),
+        run_config=RunConfig(
+            name=f"train-{stage.config_hash}",
+            storage_path=str(stage.dir / "ray"),
+            failure_config=FailureConfig(max_failures=train.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
+        ),
+        datasets={EXAMPLES: ray.data.from_items(rows)},
+        dataset_config=DataConfig(datasets_to_split=[]),
+        resume_from_checkpoint=Checkpoint.from_directory(str(resume)) if resume else None,
+    )
+
+
+def _resources(config: EmbedforgeConfig) -> dict[str, float]:
+    res = {"CPU": config.train.cpus_per_worker}
+    if config.train.use_gpu:
+        res["GPU"] = 1.0
+    return res
+
+
+def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> dict[str, str]:
+    """Load the final checkpoint into a fresh trainable embedder, save it and export it."""
+    from embedforge.train.trainable import build_trainable
+
+    embedder = build_trainable(config)
+    load_weights(checkpoint_dir, embedder)
+    embedder.eval()
+    paths = {"model": str(embedder.save(out_dir / "model"))}
+    for fmt in EXPORT_FORMATS:
+        paths[fmt] = str(embedder.export(out_dir / "export" / fmt, format=fmt))
+    return paths
+
+
+def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Train the embedder on the configured stages into `run_dir/train/`; returns the manifest."""
+    from embedforge.cluster.local import connect
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not config.train.stages:
+        raise ValueError("train: no stages configured (train.stages is empty)")
+    run_dir = Path(run_dir).resolve()
+    settings, digest = stage_settings(config)
+    stage = StageRun(run_dir, STAGE, settings, digest, _inputs(config, run_dir))
+    if stage.is_complete():
+        log.info("train: complete for config %s, skipping", digest)
+        return read_manifest(stage.dir) or {}
+    examples, origin = load_training_examples(config, run_dir)
+    connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
+    stage.start()
+    resume = latest_checkpoint(stage.dir / "ray", digest)
+    if resume is not None:
+        log.info("train: resuming from %s", resume)
+    trainer = _trainer(config, stage, examples, resume)
+    result = trainer.fit()
+    stage.time("fit", trainer_seconds(stage.dir))
+    if result.checkpoint is None:
+        raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
+    with result.checkpoint.as_directory() as ckpt:
+        paths = finalize(config, Path(ckpt), stage.dir)
+        final = read_state(Path(ckpt))
+    plot = plot_curves(stage.dir / METRICS_CSV, stage.dir / "curves.png")
+    rows = read_rows(stage.dir / METRICS_CSV)
+    total = stage_bounds(config.train.stages)[-1][1]
+    if final.global_step != total:
+        raise RuntimeError(f"train: final checkpoint is at step {final.global_step}, expected {total}")
+    return stage.complete(
+        counts={"steps": final.global_step, **{f"examples.{k}": len(v) for k, v in examples.items()}},
+        outputs={**paths, "metrics": str(stage.dir / METRICS_CSV), "curves": str(plot) if plot else None},
+        example_origin=origin,
+        final_metrics=rows[-1] if rows else {},
+        checkpoint=str(result.checkpoint.path),
+    )
+
+
+def trainer_seconds(out_dir: Path) -> float:
+    """Wall time between the first and last metrics rows (the training itself, without start-up)."""
+    rows = read_rows(out_dir / METRICS_CSV)
+    return float(rows[-1]["time"]) - float(rows[0]["time"]) if len(rows) > 1 else 0.0

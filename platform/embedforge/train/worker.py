@@ -1,0 +1,210 @@
+"""The Ray Train loop run by every worker: plan, embed, loss, optimizer step, metrics, checkpoints, resume.
+
+Two stages run back to back (NV-Embed 3.3), each with a fresh optimizer and warm-up. Every step is seeded from
+(seed, global step, rank) and its batch comes from the deterministic plan, so after a worker failure Ray Train
+restarts the group from the last checkpoint and the redone steps see the same data and dropout masks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import ray.train
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.config.train import StageConfig, TrainConfig
+from embedforge.data.schema import TrainingExample
+from embedforge.train.batching import Batch, StagePlan
+from embedforge.train.checkpoint import TrainState, load_optimizer, load_weights, read_state, save_checkpoint
+from embedforge.train.gradcache import gradcache_step, plain_step
+from embedforge.train.inputs import Encoder, batch_inputs, batch_targets
+from embedforge.train.metrics import Progress, append_row
+from embedforge.train.objective import objective
+from embedforge.train.schedule import make_optimizer, make_scheduler
+from embedforge.train.trainable import build_trainable
+
+log = logging.getLogger(__name__)
+EXAMPLES = "examples"
+METRICS_CSV = "metrics.csv"
+ATTEMPTS = "attempts.jsonl"
+
+
+def stage_bounds(stages: list[StageConfig]) -> list[tuple[int, int]]:
+    """[start, end) global steps of each stage."""
+    bounds, start = [], 0
+    for stage in stages:
+        bounds.append((start, start + stage.steps))
+        start += stage.steps
+    return bounds
+
+
+def read_examples(shard: Any) -> dict[str, list[TrainingExample]]:
+    """All examples of the (unsplit) dataset, grouped by source, in a fixed order whatever Ray Data's order."""
+    grouped: dict[str, list[TrainingExample]] = {}
+    for row in shard.iter_rows():
+        ex = TrainingExample.from_row(row)
+        grouped.setdefault(ex.task_name, []).append(ex)
+    for rows in grouped.values():
+        rows.sort(key=lambda e: (e.id, e.query, e.positive))
+    return grouped
+
+
+def use_bf16(train: TrainConfig, device: torch.device) -> bool:
+    if train.mixed_precision == "no":
+        return False
+    if train.mixed_precision == "bf16":
+        return True
+    return device.type == "cuda" and torch.cuda.is_bf16_supported()
+
+
+def step_seed(seed: int, global_step: int, rank: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}/{global_step}/{rank}".encode()).digest()[:4], "big")
+
+
+def _world_pids(rank: int, world: int) -> list[int]:
+    pids: list[Any] = [None] * world
+    if world > 1:
+        dist.all_gather_object(pids, os.getpid())
+    else:
+        pids[0] = os.getpid()
+    return pids
+
+
+def _restore(checkpoint: ray.train.Checkpoint | None, config_hash: str) -> Path | None:
+    if checkpoint is None:
+        return None
+    local = Path(tempfile.mkdtemp(prefix="embedforge-resume-"))
+    checkpoint.to_directory(str(local))
+    state = read_state(local)
+    if state.config_hash != config_hash:
+        raise ValueError(f"checkpoint {checkpoint.path} is from config {state.config_hash}, not {config_hash}")
+    return local
+
+
+class StepRunner:
+    """One optimizer step on one worker's slice of the global batch."""
+
+    def __init__(self, encoder: Encoder, module: torch.nn.Module, train: TrainConfig, bf16: bool) -> None:
+        self.encoder, self.module, self.train, self.bf16 = encoder, module, train, bf16
+        self.params = [p for p in encoder.embedder.parameters() if p.requires_grad]
+
+    def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
+        queries, documents, per_example = batch_inputs(batch)
+        targets = batch_targets(batch)
+
+        def loss_fn(q: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+            cands = d.float().reshape(len(queries), per_example, -1)
+            return objective(q.float(), cands, targets, stage.losses, stage.in_batch_negatives)
+
+        device = self.encoder.embedder.device
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
+        self.encoder.tokens = 0
+        with autocast:
+            if self.train.gradcache.enabled:
+                no_sync = self.module.no_sync if isinstance(self.module, DistributedDataParallel) else None
+                _, metrics = gradcache_step(
+                    self.encoder, queries, documents, loss_fn, self.train.gradcache.chunk_size, no_sync
+                )
+            else:
+                _, metrics = plain_step(self.encoder, queries, documents, loss_fn)
+        metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, self.train.max_grad_norm))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        metrics["tokens"] = self.encoder.tokens
+        return metrics
+
+
+def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
+    """Entry point of every Ray Train worker. `loop_config`: config (JSON dict), config_hash, out_dir, threads."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    config = EmbedforgeConfig.model_validate(loop_config["config"])
+    train, config_hash = config.train, loop_config["config_hash"]
+    out_dir = Path(loop_config["out_dir"])
+    torch.set_num_threads(int(loop_config.get("threads", 1)))
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+
+    examples = read_examples(ray.train.get_dataset_shard(EXAMPLES))
+    plans = [StagePlan(examples, s, world, train.seed, train.in_context) for s in train.stages]
+    bounds = stage_bounds(train.stages)
+    total = bounds[-1][1]
+
+    embedder = build_trainable(config)
+    device = ray.train.torch.get_device()
+    embedder.to(device)
+    embedder.train()
+    module: torch.nn.Module = embedder
+    if world > 1:
+        module = DistributedDataParallel(embedder, device_ids=[device] if device.type == "cuda" else None)
+    runner = StepRunner(Encoder(embedder, module), module, train, use_bf16(train, device))
+
+    resume_dir = _restore(ray.train.get_checkpoint(), config_hash)
+    state = read_state(resume_dir) if resume_dir else None
+    if resume_dir:
+        load_weights(resume_dir, embedder)
+    global_step = state.global_step if state else 0
+    pids = _world_pids(rank, world)
+    attempt = 1
+    if rank == 0:
+        attempts = out_dir / ATTEMPTS
+        attempt = 1 + (len(attempts.read_text().splitlines()) if attempts.exists() else 0)
+        with attempts.open("a") as f:
+            f.write(json.dumps({"attempt": attempt, "resumed_from": global_step, "pids": pids, "time": time.time()}))
+            f.write("\n")
+        log.info("train attempt %d: %d workers (pids %s), starting at step %d of %d", attempt, world, pids,
+                 global_step, total)
+    progress = Progress(total, global_step, train.log_every)
+
+    for index, (stage, plan) in enumerate(zip(train.stages, plans, strict=True)):
+        start, end = bounds[index]
+        if global_step >= end:
+            continue
+        optimizer = make_optimizer(embedder.parameters(), stage.learning_rate, train.weight_decay)
+        scheduler = make_scheduler(optimizer, stage.warmup_steps, stage.steps)
+        if resume_dir and state and state.stage_index == index and state.stage_step < stage.steps:
+            load_optimizer(resume_dir, optimizer, scheduler)
+        for stage_step in range(global_step - start, stage.steps):
+            torch.manual_seed(step_seed(train.seed, global_step, rank))
+            batch = plan.batch(stage_step, rank)
+            lr = optimizer.param_groups[0]["lr"]
+            t0 = time.perf_counter()
+            metrics = runner(batch, stage, optimizer)
+            scheduler.step()
+            elapsed = time.perf_counter() - t0
+            global_step += 1
+            global_ids = [it.example.id for it in plan.global_batches[stage_step][2]]
+            metrics.update(
+                step=global_step, stage=stage.name, stage_step=stage_step + 1, attempt=attempt, source=batch.source,
+                level=batch.level if batch.level is not None else "", lr=lr, step_s=round(elapsed, 4),
+                tokens_per_s=round(metrics.pop("tokens") * world / elapsed, 1), time=time.time(),
+                batch_hash=hashlib.sha256("|".join(global_ids).encode()).hexdigest()[:12],
+            )
+            checkpoint = None
+            if (global_step % train.checkpoint_every == 0 or global_step == total) and rank == 0:
+                tmp = Path(tempfile.mkdtemp(prefix="embedforge-ckpt-"))
+                save_checkpoint(tmp, embedder, optimizer, scheduler, TrainState(
+                    global_step, index, stage_step + 1, stage.curriculum, batch.level, config_hash))
+                checkpoint = ray.train.Checkpoint.from_directory(str(tmp))
+            if rank == 0:
+                append_row(out_dir / METRICS_CSV, metrics)
+                progress.update(global_step, metrics)
+            ray.train.report(
+                {k: v for k, v in metrics.items() if isinstance(v, int | float)},
+                checkpoint=checkpoint,
+                checkpoint_dir_name=f"checkpoint-step{global_step:06d}" if checkpoint else None,
+                delete_local_checkpoint_after_upload=True if checkpoint else None,
+            )
+    if resume_dir:
+        shutil.rmtree(resume_dir, ignore_errors=True)

@@ -1,0 +1,73 @@
+"""`load_source` for every source kind: shared datasets through their family's converter, files, BEIR, runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedforge.config.data import DataSource
+from embedforge.data.converters import make_example
+from embedforge.data.io import write_jsonl, write_parquet
+from embedforge.data.schema import TrainingExample
+from embedforge.data.shared import SHARED_DATASETS
+from embedforge.data.sources import convert_source, load_source
+from embedforge.runs.stage import StageRun
+
+FAMILY_TYPES = {"sts": "sts", "pair": "pair", "nli": "retrieval", "classification": "classification",
+                "reranking": "retrieval", "retrieval": "retrieval"}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_DATASETS))
+def test_every_shared_dataset_converts(shared_data, name):
+    dataset = SHARED_DATASETS[name]
+    source = DataSource(name=f"my-{name}", kind="shared", path=name, max_examples=50)
+    examples = load_source(source, None)
+    assert len(examples) == 50
+    assert {e.task_name for e in examples} == {f"my-{name}"}
+    assert {e.task_type for e in examples} == {FAMILY_TYPES[dataset.family]}
+    assert {e.instruction for e in examples} == {dataset.instruction}
+    assert len({e.id for e in examples}) == 50
+    assert all(e.query and e.positive and e.positive != e.query for e in examples)
+    if dataset.family == "classification":
+        assert all(len(e.negatives) == source.negatives_per_example for e in examples)
+    if name == "trec_dl_msmarco_subset":
+        assert all(e.max_relevance == 3.0 and 1 <= e.relevance <= 3 for e in examples)
+
+
+def test_overrides_sampling_and_determinism(shared_data):
+    source = DataSource(name="nli", kind="shared", path="snli", split="test", task_type="nli", instruction="Find it",
+                        max_examples=20)
+    first, second = load_source(source, None, seed=3), load_source(source, None, seed=3)
+    assert [e.id for e in first] == [e.id for e in second]
+    assert [e.id for e in load_source(source, None, seed=4)] != [e.id for e in first]
+    assert {(e.task_type, e.instruction) for e in first} == {("nli", "Find it")}
+    converted = convert_source(source.model_copy(update={"max_examples": None}), None)
+    assert converted.drops["neutral label"] > 3000
+    assert 3000 < len(converted.examples) < 3500  # MANIFEST: about 3.2k triplets per file
+    assert convert_source(source, None).drops["over max_examples"] == len(converted.examples) - 20
+
+
+def test_files_beir_and_run_sources(shared_data, tmp_path):
+    rows = [make_example("old", "retrieval", "inst", f"q{i}", f"p{i}") for i in range(3)]
+    write_parquet(rows, tmp_path / "ex.parquet", TrainingExample)
+    write_jsonl(rows, tmp_path / "ex.jsonl")
+    for kind in ("parquet", "jsonl"):
+        got = load_source(DataSource(name="mine", kind=kind, path=str(tmp_path / f"ex.{kind}"), task_type="sts"))
+        assert [(e.task_name, e.task_type, e.query) for e in got] == [("mine", "sts", f"q{i}") for i in range(3)]
+    beir = load_source(DataSource(name="db", kind="beir", path="dbpedia_entity_subset"))
+    assert len(beir) == 880 and {e.max_relevance for e in beir} == {2.0}
+
+    source = DataSource(name="synthetic", kind="run", path="synth")
+    with pytest.raises(ValueError, match="none was given"):
+        load_source(source, None)
+    with pytest.raises(FileNotFoundError, match=r"stage 'synth' .* not complete \(missing\); run `embedforge synth`"):
+        load_source(source, tmp_path / "run")
+    stage = StageRun(tmp_path / "run", "synth", {}, "h")
+    stage.start()
+    stage.write_shard(0, rows, TrainingExample)
+    stage.complete()
+    assert [e.task_name for e in load_source(source, tmp_path / "run")] == ["synthetic"] * 3
+
+
+def test_documents_kind_is_refused_with_a_reason():
+    with pytest.raises(ValueError, match=r"kind 'documents'.*synth"):
+        load_source(DataSource(name="docs", kind="documents", path="trec_dl_msmarco_subset/corpus.jsonl"))

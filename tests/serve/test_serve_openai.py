@@ -1,0 +1,51 @@
+"""The official `openai` client against the live deployment: same vectors as a direct encode, usage, extensions."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import numpy as np
+from openai import OpenAI
+
+TEXTS = ["How do I bake sourdough bread?", "The mitochondria is the powerhouse of the cell.", "Ray Serve scales."]
+
+
+def client(served) -> OpenAI:
+    return OpenAI(base_url=f"{served.url}/v1", api_key=served.key, max_retries=0, timeout=60)
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_openai_client_matches_direct_encode(served, direct_encoder):
+    resp = client(served).embeddings.create(model=served.model_name, input=TEXTS)  # base64 on the wire
+    got = np.array([d.embedding for d in resp.data], dtype=np.float32)
+    want = direct_encoder.encode_documents(TEXTS)
+    assert got.shape == (3, 384)
+    assert cosines(got, want).min() >= 0.999
+    tokenizer = direct_encoder.tokenizer
+    assert resp.usage.prompt_tokens == sum(len(tokenizer(t)["input_ids"]) for t in TEXTS)
+    assert [d.index for d in resp.data] == [0, 1, 2]
+
+
+def test_float_format_query_type_and_dimensions(served, direct_encoder):
+    resp = client(served).embeddings.create(
+        model=served.model_name, input=TEXTS[0], encoding_format="float", dimensions=64,
+        extra_body={"input_type": "query"},
+    )
+    got = np.array(resp.data[0].embedding, dtype=np.float32)
+    full = direct_encoder.encode_queries([TEXTS[0]])[0]
+    want = full[:64] / np.linalg.norm(full[:64])
+    assert got.shape == (64,)
+    assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-5
+    assert float(got @ want) >= 0.999
+
+
+def test_models_health_ready(served):
+    models = client(served).models.list()
+    assert [m.id for m in models.data] == [served.model_name]
+    for path, status in (("/health", "alive"), ("/ready", "ready")):
+        with urllib.request.urlopen(served.url + path, timeout=30) as resp:
+            assert resp.status == 200 and json.loads(resp.read())["status"] == status
