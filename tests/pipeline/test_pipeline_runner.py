@@ -32,8 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def config() -> EmbedforgeConfig:
-    return EmbedforgeConfig(name="pipeline-test")
+def config(tiny_config) -> EmbedforgeConfig:
+    tiny_config.name = "pipeline-test"
+    return tiny_config
 
 
 def _stage(name: str, upstream: str | None, calls: list[str]):
@@ -131,10 +132,11 @@ def test_missing_stage_is_named():
 
 def test_models_compared_and_served(config, tmp_path):
     config.evaluate.baselines = ["bundled:all-minilm-l6-v2", "bundled:smollm2-135m-instruct"]
-    assert comparison_models(config, tmp_path) == [
-        str(tmp_path / "train" / "model"),
-        "bundled:smollm2-135m-instruct",
+    assert comparison_models(config) == [
+        "trained",
+        "bundled:tiny-llama",
         "bundled:all-minilm-l6-v2",
+        "bundled:smollm2-135m-instruct",
     ]
     assert served_model(config, tmp_path) == str(tmp_path / "train" / "export" / "merged")
     config.serve.model = "bundled:all-minilm-l6-v2"
@@ -154,15 +156,19 @@ def test_export_step_requires_both_exports(config, tmp_path):
 
 
 def test_cli_rejects_bad_input(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("train: {num_workers: 0}\n")
-    cli = [sys.executable, "-m", "embedforge.cli.main", "run"]
-    out = subprocess.run([*cli, str(bad), "--run-dir", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    cli = [sys.executable, "-m", "embedforge.cli.main", "run", "configs/tiny.yaml", "--run-dir", str(tmp_path)]
+    out = subprocess.run([*cli, "--set", "train.num_workers=0"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 1
-    assert "train.num_workers" in out.stderr
-    out = subprocess.run(
-        [*cli, "configs/tiny.yaml", "--run-dir", str(tmp_path), "--skip", "serve"],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+    assert "train.num_workers" in out.stderr and "(got 0)" in out.stderr
+    assert not (tmp_path / "pipeline.json").exists(), "nothing runs before the config is valid"
+    out = subprocess.run([*cli, "--skip", "serve"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 2
     assert "invalid choice: 'serve'" in out.stderr
+
+
+def test_demo_prepares_the_bundled_models_a_config_names():
+    from embedforge.config import load_config
+    from embedforge.pipeline.demo import bundled_models
+
+    local = load_config(REPO / "configs" / "local.yaml")
+    assert bundled_models(local) == ["all-minilm-l6-v2", "smollm2-135m-instruct"]

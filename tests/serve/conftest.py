@@ -17,11 +17,23 @@ TEST_SERVE = {
     "num_cpus": 0.25,
     "torch_threads": 1,
     "api_keys_env": KEYS_ENV,
-    "limits": {"max_inputs": 32, "max_chars_per_input": 2000, "max_tokens_per_input": 64, "on_too_long": "reject",
-               "max_body_bytes": 65536},
+    "limits": {
+        "max_inputs": 32,
+        "max_chars_per_input": 2000,
+        "max_tokens_per_input": 64,
+        "on_too_long": "reject",
+        "max_body_bytes": 65536,
+    },
     "batching": {"max_batch_tokens": 4096},
-    "autoscaling": {"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2, "upscale_delay_s": 1,
-                    "downscale_delay_s": 4, "metrics_interval_s": 0.5, "look_back_period_s": 2},
+    "autoscaling": {
+        "min_replicas": 1,
+        "max_replicas": 2,
+        "target_ongoing_requests": 2,
+        "upscale_delay_s": 1,
+        "downscale_delay_s": 4,
+        "metrics_interval_s": 0.5,
+        "look_back_period_s": 2,
+    },
 }
 
 
@@ -58,3 +70,22 @@ def direct_encoder(minilm_dir):
     from embedforge.model import load_encoder
 
     return load_encoder("bundled:all-minilm-l6-v2")
+
+
+@pytest.fixture(scope="module")
+def overload_served(served) -> Served:
+    """A second app on the same Serve proxy that admits one request and queues one more."""
+    from ray import serve
+
+    from embedforge.serve.deploy import deploy
+
+    config = serve_test_config(
+        name="ef-overload",
+        route_prefix="/overload",
+        max_ongoing_requests=1,
+        max_queued_requests=1,
+        autoscaling={"min_replicas": 1, "max_replicas": 1},
+    )
+    url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
+    yield Served(url, KEY, MODEL_NAME, config.name)
+    serve.delete(config.name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -35,8 +36,15 @@ CASES = [
     ("input-null", "POST", "/v1/embeddings", ok(input=None), {}, 422, "got null"),
     ("input-missing", "POST", "/v1/embeddings", {"model": MODEL}, {}, 422, "`input` is required"),
     ("huge-string", "POST", "/v1/embeddings", ok(input="x" * 3000), {}, 413, "3000 characters, the limit is 2000"),
-    ("too-many-tokens", "POST", "/v1/embeddings", ok(input=["ok", "word " * 80]), {}, 413,
-     "`input[1]` has 82 tokens, the limit is 64"),
+    (
+        "too-many-tokens",
+        "POST",
+        "/v1/embeddings",
+        ok(input=["ok", "word " * 80]),
+        {},
+        413,
+        "`input[1]` has 82 tokens, the limit is 64",
+    ),
     ("too-many-items", "POST", "/v1/embeddings", ok(input=["a"] * 33), {}, 413, "33 items, the limit is 32"),
     ("unknown-model", "POST", "/v1/embeddings", ok(model="gpt-4"), {}, 404, "model 'gpt-4' not found"),
     ("model-missing", "POST", "/v1/embeddings", {"input": "a"}, {}, 422, "`model` is required"),
@@ -45,14 +53,35 @@ CASES = [
     ("truncated-json", "POST", "/v1/embeddings", b'{"model": "minilm-test"', {}, 400, "not valid JSON"),
     ("empty-body", "POST", "/v1/embeddings", b"", {}, 400, "not valid JSON"),
     ("json-array-body", "POST", "/v1/embeddings", ["a"], {}, 422, "must be a JSON object, got array"),
-    ("invalid-utf8", "POST", "/v1/embeddings", b'{"model": "minilm-test", "input": "\xff\xfe"}', {}, 400,
-     "not valid UTF-8"),
-    ("lone-surrogate", "POST", "/v1/embeddings", b'{"model": "minilm-test", "input": "a\\ud800b"}', {}, 422,
-     "unpaired surrogate"),
+    (
+        "invalid-utf8",
+        "POST",
+        "/v1/embeddings",
+        b'{"model": "minilm-test", "input": "\xff\xfe"}',
+        {},
+        400,
+        "not valid UTF-8",
+    ),
+    (
+        "lone-surrogate",
+        "POST",
+        "/v1/embeddings",
+        b'{"model": "minilm-test", "input": "a\\ud800b"}',
+        {},
+        422,
+        "unpaired surrogate",
+    ),
     ("text-plain", "POST", "/v1/embeddings", ok(), {"Content-Type": "text/plain"}, 415, "application/json"),
     ("no-content-type", "POST", "/v1/embeddings", ok(), {"Content-Type": None}, 415, "got 'none'"),
-    ("bad-encoding-format", "POST", "/v1/embeddings", ok(encoding_format="int8"), {}, 422,
-     "`encoding_format` must be 'float' or 'base64'"),
+    (
+        "bad-encoding-format",
+        "POST",
+        "/v1/embeddings",
+        ok(encoding_format="int8"),
+        {},
+        422,
+        "`encoding_format` must be 'float' or 'base64'",
+    ),
     ("negative-dimensions", "POST", "/v1/embeddings", ok(dimensions=-1), {}, 422, "between 1 and 384, got -1"),
     ("zero-dimensions", "POST", "/v1/embeddings", ok(dimensions=0), {}, 422, "between 1 and 384, got 0"),
     ("too-large-dimensions", "POST", "/v1/embeddings", ok(dimensions=385), {}, 422, "between 1 and 384, got 385"),
@@ -89,8 +118,9 @@ def test_table_is_large_enough():
     assert len({c[0] for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize(("method", "path", "body", "headers", "status", "needle"),
-                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("method", "path", "body", "headers", "status", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_bad_request(served, method, path, body, headers, status, needle):
     resp = send(served, method, path, body, headers)
     assert resp.status_code == status, resp.text
@@ -108,7 +138,7 @@ def test_keys_never_reach_the_logs(served, ray_cluster):
     assert any("serve" in path for path in logs)
     for path in logs:
         try:
-            text = open(path, errors="ignore").read()
-        except (IsADirectoryError, OSError):
+            text = Path(path).read_text(errors="ignore")
+        except OSError:
             continue
         assert served.key not in text and WRONG_KEY not in text, path

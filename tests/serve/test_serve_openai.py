@@ -32,7 +32,10 @@ def test_openai_client_matches_direct_encode(served, direct_encoder):
 
 def test_float_format_query_type_and_dimensions(served, direct_encoder):
     resp = client(served).embeddings.create(
-        model=served.model_name, input=TEXTS[0], encoding_format="float", dimensions=64,
+        model=served.model_name,
+        input=TEXTS[0],
+        encoding_format="float",
+        dimensions=64,
         extra_body={"input_type": "query"},
     )
     got = np.array(resp.data[0].embedding, dtype=np.float32)

@@ -20,11 +20,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, help="pipeline run directory: serves run_dir/train/model by default")
     parser.add_argument("--port", type=int, help="HTTP port (overrides serve.port; 0 picks a free one)")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. --set serve.autoscaling.max_replicas=4 (repeatable)",
     )
-    parser.add_argument("--detach", action="store_true",
-                        help="return once ready and leave the app running on the cluster (needs a running cluster)")
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once ready and leave the app running on the cluster (needs a running cluster)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -32,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
     from embedforge.serve.deploy import deploy, load_config_for
 
     if args.detach and not (os.environ.get("RAY_ADDRESS") or dashboard_alive(timeout=0.5)):
-        print("serve error: --detach needs a running Ray cluster (RAY_ADDRESS or `embedforge cluster up`)",
-              file=sys.stderr)
+        print(
+            "serve error: --detach needs a running Ray cluster (RAY_ADDRESS or `embedforge cluster up`)",
+            file=sys.stderr,
+        )
         return 1
     is_config = args.target.endswith((".yaml", ".yml"))
     try:

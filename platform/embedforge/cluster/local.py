@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -27,6 +28,7 @@ DASHBOARD_PORT = 8265
 DASHBOARD_URL = f"http://{DASHBOARD_HOST}:{DASHBOARD_PORT}"
 HEAD_PORT = 6390  # not Ray's default 6379, so a head started by someone else is never mistaken for ours
 HEAD_ADDRESS = f"{DASHBOARD_HOST}:{HEAD_PORT}"
+AUTH_MODE = "token"
 
 
 def head_temp_dir() -> Path:
@@ -41,9 +43,12 @@ def _ray_bin() -> str:
 
 
 def _head_env() -> dict[str, str]:
-    """This interpreter's bin folder first on PATH: job drivers started by the head run this venv's python."""
+    """This interpreter's bin folder first on PATH: job drivers started by the head run this venv's python.
+
+    Token authentication is on explicitly (Ray 2.60 turns it on for the head, but its CLI clients only send the
+    token from ~/.ray/auth_token when RAY_AUTH_MODE=token: `make` and `cluster/local/*.sh` export it)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0"}
+    return {**os.environ, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": AUTH_MODE}
 
 
 def default_object_store_bytes() -> int:
@@ -52,9 +57,12 @@ def default_object_store_bytes() -> int:
 
 
 def dashboard_alive(timeout: float = 2.0) -> bool:
+    """True when the dashboard answers; 401/403 count too (Ray's token auth, which its own clients handle)."""
     try:
         with urllib.request.urlopen(f"{DASHBOARD_URL}/api/version", timeout=timeout) as resp:
             return resp.status == 200
+    except urllib.error.HTTPError as err:
+        return err.code in (401, 403)
     except OSError:
         return False
 
@@ -144,6 +152,7 @@ def connect(num_cpus: int | None = None) -> None:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
     elif dashboard_alive(timeout=0.5):
+        os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
         ray.init(address=HEAD_ADDRESS, log_to_driver=True)
     else:
         ray.init(

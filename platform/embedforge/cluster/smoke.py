@@ -7,8 +7,10 @@ manifest, resuming or skipping like every stage.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -49,12 +51,13 @@ def run_smoke(
     from embedforge.cluster.local import connect
 
     shared = get_shared(dataset)
-    if shared.family == "retrieval":
-        raise ValueError(f"smoke job: dataset {dataset!r} is a BEIR collection; pick a pair, STS, NLI, "
-                         "classification or reranking dataset")
+    if shared.family in ("retrieval", "classification"):
+        raise ValueError(f"smoke job: dataset {dataset!r} ({shared.family}) does not convert batch by batch; "
+                         "pick an STS, pair, NLI or reranking dataset")
     split = split or shared.default_split
     settings = {"dataset": dataset, "split": split, "batch_size": batch_size, "shard_size": shard_size}
-    stage = StageRun(run_dir, STAGE, settings, config_hash=json.dumps(settings, sort_keys=True))
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    stage = StageRun(run_dir, STAGE, settings, config_hash=digest)
     if stage.is_complete():
         log.info("smoke: already complete at %s", stage.dir)
         return read_manifest(stage.dir) or {}
@@ -81,4 +84,5 @@ def run_smoke(
     total = len(stage.read_all(TrainingExample))
     log.info("smoke: %d examples (%d written now) in %.1fs, %.0f records/s", total, written, elapsed,
              len(records) / max(elapsed, 1e-9))
-    return stage.complete(counts={"records": len(records), "examples": total}, dataset=dataset, split=split)
+    return stage.complete(counts={"records": len(records), "examples": total}, dataset=dataset, split=split,
+                          python=sys.executable)

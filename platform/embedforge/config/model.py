@@ -32,7 +32,8 @@ class LoraConfig(Section):
     alpha: float = Field(32.0, gt=0)
     dropout: float = Field(0.1, ge=0, lt=1)
     target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1,
     )
 
 
@@ -51,10 +52,19 @@ class InstructionConfig(Section):
     def _template_has_task(self) -> InstructionConfig:
         if "{task}" not in self.query_template:
             raise ValueError(f"query_template must contain '{{task}}', got {self.query_template!r}")
+        try:
+            self.query_template.format(task="t")
+            self.example_template.format(query="q", positive="p")
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(
+                f"query_template may only use {{task}} and example_template only {{query}} and {{positive}}: {err!r}"
+            ) from err
         return self
 
 
 class ModelConfig(Section):
+    """The embedder. `int8_inference` quantizes Linear weights to int8 when loaded for inference (NV-Embed A.3)."""
+
     backbone: str = "bundled:smollm2-135m-instruct"
     pooling: PoolingName = "mean"
     bidirectional: bool = True
@@ -62,6 +72,7 @@ class ModelConfig(Section):
     max_query_length: PositiveInt = 128
     max_doc_length: PositiveInt = 256
     normalize: bool = True
+    int8_inference: bool = False
     latent_attention: LatentAttentionConfig = Field(default_factory=LatentAttentionConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     instructions: InstructionConfig = Field(default_factory=InstructionConfig)

@@ -62,6 +62,7 @@ class ServeConfig(Section):
     max_ongoing_requests: PositiveInt = 32
     max_queued_requests: int = Field(128, ge=-1)
     default_input_type: Literal["query", "document"] = "document"
+    access_log: bool = Field(True, description="Serve's per-request access log lines (proxy and replicas)")
     autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

@@ -28,6 +28,10 @@ class GeneratorConfig(Section):
     max_num_seqs: PositiveInt = 32
     max_model_len: PositiveInt = 2048
     memory_fraction: float = Field(0.3, gt=0, le=1, description="vLLM gpu_memory_utilization; on CPU the KV share")
+    kv_cache_gb: float | None = Field(
+        None, gt=0, description="explicit KV-cache size (vLLM kv_cache_memory_bytes); overrides memory_fraction"
+    )
+    enforce_eager: bool = Field(False, description="skip graph compilation: faster start, slower decoding")
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)
     cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from embedforge.config.base import Section
 
@@ -35,10 +35,24 @@ class DistillConfig(Section):
     student_temperature: float = Field(0.05, gt=0)
 
 
+class HiddenDistillConfig(Section):
+    """NV-Embed A.2: MSE between the student's and the frozen `train.teacher`'s embeddings of the same inputs."""
+
+    weight: float = Field(0.0, ge=0)
+
+
 class LossesConfig(Section):
     infonce: InfoNCEConfig = Field(default_factory=InfoNCEConfig)
     pair_bce: PairBCEConfig = Field(default_factory=PairBCEConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
+    hidden_distill: HiddenDistillConfig = Field(default_factory=HiddenDistillConfig)
+
+    @model_validator(mode="after")
+    def _some_loss(self) -> LossesConfig:
+        if not any(t.weight > 0 for t in (self.infonce, self.pair_bce, self.distill, self.hidden_distill)):
+            raise ValueError("losses: every loss weight is 0; give infonce, pair_bce, distill or hidden_distill "
+                             "a positive weight")
+        return self
 
 
 class StageDataset(Section):
@@ -94,3 +108,17 @@ class TrainConfig(Section):
     max_failures: int = Field(2, ge=0)
     log_every: PositiveInt = 10
     seed: int = 0
+    teacher: str | None = Field(None, description="frozen teacher model for hidden_distill (NV-Embed A.2)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        names = [s.name for s in self.stages]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"train.stages: duplicate stage names {duplicates}")
+        if self.backend == "nccl" and not self.use_gpu:
+            raise ValueError("train.backend: nccl needs GPU workers (train.use_gpu: true); use gloo or auto on CPU")
+        wants_teacher = [s.name for s in self.stages if s.losses.hidden_distill.weight > 0]
+        if wants_teacher and self.teacher is None:
+            raise ValueError(f"train.teacher: stages {wants_teacher} use hidden_distill but no teacher is set")
+        return self

@@ -31,6 +31,7 @@ def rrf_fuse(rankings: Sequence[Sequence[Hashable]], k: int = 60) -> list[tuple[
 
 
 def ranking_from_scores(ids: Sequence[Hashable], scores: np.ndarray) -> list[Hashable]:
-    """One teacher's ranking of `ids` by its scores, best first (stable for ties)."""
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    """One teacher's ranking of `ids` by its scores, best first; ties go to the smaller id, so a ranking never
+    depends on the order candidates were gathered in."""
+    order = np.lexsort((np.asarray(ids), -np.asarray(scores, dtype=np.float64)))
     return [ids[i] for i in order]

@@ -109,7 +109,7 @@ class PoolMiner:
         for key, ids, teacher_scores in zip(keys, unions, per_query, strict=True):
             fused = self._fuse(ids, teacher_scores)
             positives = self.pool.positives[key]
-            order = np.argsort(-fused, kind="stable")[: sel_config.candidate_k + len(positives) + 1]
+            order = np.lexsort((np.asarray(ids), -fused))[: sel_config.candidate_k + len(positives) + 1]
             ranked = [ids[j] for j in order]
             scores = {d: float(s) for d, s in zip(ids, fused, strict=True)}
             rng = np.random.default_rng([seed, *key_digest(key)])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -46,9 +47,10 @@ def mined_sources(config: EmbedforgeConfig) -> list[DataSource]:
 
 
 def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
-    """Everything that changes the output (mine section, the mined sources, data seed) and its hash."""
+    """Everything that changes the output (mine section but the cache location, the mined sources, data seed)
+    and its hash."""
     settings = {
-        "mine": config.mine.model_dump(mode="json"),
+        "mine": config.mine.model_dump(mode="json", exclude={"cache_dir"}),  # where vectors live changes nothing
         "sources": [s.model_dump(mode="json") for s in mined_sources(config)],
         "data_seed": config.data.seed,
     }
@@ -114,6 +116,9 @@ class _Miner:
         self.done = stage.done_shards()
         self.next_shard = 0
         self.stats_dir = stage.dir / "stats"
+        for stale in self.stats_dir.glob("part-*.json") if self.stats_dir.is_dir() else []:
+            if int(stale.stem.split("-")[1]) not in self.done:  # statistics of shards that will be redone
+                stale.unlink()
         self.provenance = {
             "stage_config_hash": stage.config_hash,
             "teachers": [f"{t.kind}:{t.model or ''}" for t in config.mine.teachers],
@@ -226,7 +231,7 @@ def _stats_state(stats: MiningStats) -> dict[str, Any]:
         "positive_scores": stats.positive_scores,
         "negative_scores": stats.negative_scores,
         "drops": dict(stats.drops),
-        "queries": stats.queries,
+        "inputs": stats.inputs,
         "too_few": stats.too_few,
         "examples": stats.examples,
     }
@@ -239,7 +244,7 @@ def _stats_from_state(state: dict[str, Any]) -> MiningStats:
         positive_scores=state["positive_scores"],
         negative_scores=state["negative_scores"],
         drops=Counter(state["drops"]),
-        queries=state["queries"],
+        inputs=state["inputs"],
         too_few=state["too_few"],
         examples=state["examples"],
     )
@@ -267,14 +272,15 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
             miner.mine_source(source)
     finally:
         miner.close()
+    shutil.rmtree(stage.dir / "work", ignore_errors=True)  # the corpus memory maps are rebuilt from the cache
     per_source, total = miner.statistics()
     for name, stats in per_source.items():
         print(stats.table(name))
     print(total.table("all sources"))
     return stage.complete(
-        counts={"queries": total.queries, "examples": total.examples, "negatives": len(total.negative_scores)},
+        counts={"input_examples": total.inputs, "examples": total.examples, "negatives": len(total.negative_scores)},
         drops={
-            "queries with too few negatives": total.too_few,
+            "examples with too few negatives": total.too_few,
             **{f"candidates: {k}": v for k, v in total.drops.items()},
         },
         parameters={"cache_dir": miner.root, **settings["mine"]},

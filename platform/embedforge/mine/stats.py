@@ -14,17 +14,17 @@ from embedforge.mine.selection import DROP_REASONS
 
 @dataclass
 class MiningStats:
-    """Accumulates over queries; memory is the score lists (two floats per kept pair)."""
+    """Accumulates over input examples; `drops` counts each query's removed candidates once."""
 
     positive_scores: list[float] = field(default_factory=list)
     negative_scores: list[float] = field(default_factory=list)
     drops: Counter[str] = field(default_factory=Counter)
-    queries: int = 0
+    inputs: int = 0  # input examples seen (one per (query, positive))
     too_few: int = 0
     examples: int = 0
 
     def add(self, positive_score: float, negative_scores: list[float], drops: Counter[str], kept: bool) -> None:
-        self.queries += 1
+        self.inputs += 1
         self.drops.update(drops)
         if not kept:
             self.too_few += 1
@@ -37,15 +37,15 @@ class MiningStats:
         self.positive_scores.extend(other.positive_scores)
         self.negative_scores.extend(other.negative_scores)
         self.drops.update(other.drops)
-        self.queries += other.queries
+        self.inputs += other.inputs
         self.too_few += other.too_few
         self.examples += other.examples
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "queries": self.queries,
+            "input_examples": self.inputs,
             "examples": self.examples,
-            "queries_with_too_few_negatives": self.too_few,
+            "dropped_too_few_negatives": self.too_few,
             "negatives": len(self.negative_scores),
             "removed_by_filter": {reason: int(self.drops.get(reason, 0)) for reason in DROP_REASONS},
             "positive_scores": describe(self.positive_scores),
@@ -54,8 +54,8 @@ class MiningStats:
 
     def table(self, title: str = "mining") -> str:
         rows = [
-            f"== {title}: {self.queries} queries -> {self.examples} examples, "
-            f"{len(self.negative_scores)} negatives, {self.too_few} queries with too few negatives"
+            f"== {title}: {self.inputs} input examples -> {self.examples} mined, "
+            f"{len(self.negative_scores)} negatives, {self.too_few} dropped with too few negatives"
         ]
         rows.append(
             f"{'scores':<10}{'count':>8}{'mean':>9}{'std':>9}{'min':>9}{'p25':>9}{'p50':>9}{'p75':>9}{'max':>9}"

@@ -7,4 +7,4 @@ from embedforge.model.loading import load_embedder, load_encoder
 from embedforge.model.protocol import TextEncoder
 from embedforge.model.tokenization import EncodedBatch
 
-__all__ = ["EncodedBatch", "Embedder", "TextEncoder", "load_embedder", "load_encoder"]
+__all__ = ["Embedder", "EncodedBatch", "TextEncoder", "load_embedder", "load_encoder"]

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 from torch import nn
 
-
 _ATTRIBUTE = "_embedforge_attention_capture"
 
 

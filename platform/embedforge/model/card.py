@@ -26,7 +26,7 @@ def _evaluation(info: dict[str, Any]) -> str:
         return "Not evaluated yet (run `embedforge eval` and export again to include results).\n"
     lines = ["| task | metric | value |", "|---|---|---|"]
     for task, metrics in results.items():
-        for metric, value in (metrics.items() if isinstance(metrics, dict) else [("score", metrics)]):
+        for metric, value in metrics.items() if isinstance(metrics, dict) else [("score", metrics)]:
             shown = f"{value:.4f}" if isinstance(value, float) else str(value)
             lines.append(f"| {task} | {metric} | {shown} |")
     return "\n".join(lines) + "\n"
@@ -39,20 +39,23 @@ def render_card(embedder: Embedder, format: str, info: dict[str, Any] | None = N
     if format == "sentence_transformers":
         usage = (
             "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
-            "model = SentenceTransformer(PATH)  # needs the embedforge package installed (custom module)\n"
-            "queries = model.encode_query([\"how do I reset my card PIN?\"])  # default instruction\n"
-            f"custom = model.encode([\"...\"], prompt={instr.query_template.format(task='<your task>')!r})\n"
-            "documents = model.encode_document([\"To reset your PIN, ...\"])\n```\n"
+            "# custom module from the embedforge package (must be installed); ST 6 needs trust_remote_code for it\n"
+            "model = SentenceTransformer(PATH, trust_remote_code=True)\n"
+            'queries = model.encode_query(["how do I reset my card PIN?"])  # default instruction\n'
+            f'custom = model.encode(["..."], prompt={instr.query_template.format(task="<your task>")!r})\n'
+            'documents = model.encode_document(["To reset your PIN, ..."])\n```\n'
         )
     else:
         usage = (
             "```python\nfrom embedforge import load_embedder\n\n"
             "model = load_embedder(PATH)\n"
-            "queries = model.encode_queries([\"how do I reset my card PIN?\"], task=\"<your task>\")\n"
-            "documents = model.encode_documents([\"To reset your PIN, ...\"])\n```\n"
+            'queries = model.encode_queries(["how do I reset my card PIN?"], task="<your task>")\n'
+            'documents = model.encode_documents(["To reset your PIN, ..."])\n```\n'
         )
     la = cfg.latent_attention
-    pooling = cfg.pooling + (f" ({la.num_latents} latents, {la.num_heads} heads)" if cfg.pooling == "latent_attention" else "")
+    pooling = cfg.pooling + (
+        f" ({la.num_latents} latents, {la.num_heads} heads)" if cfg.pooling == "latent_attention" else ""
+    )
     return (
         f"# {info.get('title', embedder.name)}\n\n"
         "A text-embedding model built with embedforge from a decoder-only LLM (NV-Embed recipe).\n\n"
@@ -64,11 +67,10 @@ def render_card(embedder: Embedder, format: str, info: dict[str, Any] | None = N
         f"- max length: queries {cfg.max_query_length} tokens, documents {cfg.max_doc_length} tokens\n"
         f"- LoRA: r={cfg.lora.r}, alpha={cfg.lora.alpha:g}, merged into the weights\n\n"
         "## Instructions\n\n"
-        f"Queries are prefixed with `{instr.query_template!r}` (default task: \"{instr.default_task}\"); documents "
+        f'Queries are prefixed with `{instr.query_template!r}` (default task: "{instr.default_task}"); documents '
         "are encoded bare, except for symmetric tasks (STS, classification, clustering) where both sides get the "
         "instruction. Instruction tokens are attended to but not pooled.\n\n"
         f"## Usage\n\n{usage}\n"
         f"## Training data\n\n{_training_data(info)}\n"
-        f"## Evaluation\n\n{_evaluation(info)}"
-        + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
+        f"## Evaluation\n\n{_evaluation(info)}" + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
     )

@@ -15,9 +15,7 @@ from embedforge.config.model import InstructionConfig
 Demonstration = tuple[str, str]
 
 
-def render_prefix(
-    instructions: InstructionConfig, task: str | None, examples: Sequence[Demonstration] = ()
-) -> str:
+def render_prefix(instructions: InstructionConfig, task: str | None, examples: Sequence[Demonstration] = ()) -> str:
     """The text placed before a query: demonstrations (if any) then the instruction for `task` (or the default)."""
     demos = "".join(instructions.example_template.format(query=q, positive=p) for q, p in examples)
     return demos + instructions.query_template.format(task=task or instructions.default_task)

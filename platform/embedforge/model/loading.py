@@ -16,6 +16,8 @@ from embedforge.model.persistence import is_embedforge_dir, load_saved
 from embedforge.model.protocol import TextEncoder
 from embedforge.paths import BUNDLED_PREFIX, resolve_model
 
+EMBEDDER_DIR = "embedforge"  # where a sentence-transformers export keeps its embedforge folder
+
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -53,6 +55,8 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
         return _from_model_config(load_config(path).model)
     if is_embedforge_dir(path):
         return load_saved(path, trainable=trainable)
+    if is_embedforge_dir(path / EMBEDDER_DIR):  # a sentence-transformers export holds the merged model inside
+        return load_saved(path / EMBEDDER_DIR, trainable=trainable)
     if (path / "config.json").is_file() and not _is_sentence_transformers_dir(path):
         backbone = ref if ref.startswith(BUNDLED_PREFIX) else str(path)
         config = (model_config or ModelConfig()).model_copy(update={"backbone": backbone})
@@ -62,11 +66,17 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
     raise ValueError(f"{path} is neither an embedforge model folder nor a Hugging Face checkpoint (no config.json)")
 
 
-def load_encoder(ref: str | Path, model_config: ModelConfig | None = None) -> TextEncoder:
-    """Any `TextEncoder`: sentence-transformers folders are wrapped, everything else goes to `load_embedder`."""
+def load_encoder(ref: str | Path, model_config: ModelConfig | None = None, int8: bool | None = None) -> TextEncoder:
+    """Any `TextEncoder` for inference: sentence-transformers folders are wrapped, the rest goes to `load_embedder`.
+
+    `int8` (default: the model config's `int8_inference`) returns a CPU int8 dynamic-quantized LLM embedder.
+    """
     path = resolve_model(str(ref))
     if path.is_dir() and _is_sentence_transformers_dir(path):
         from embedforge.model.st_encoder import SentenceTransformerEncoder
 
         return SentenceTransformerEncoder(path, name=str(ref))
-    return load_embedder(ref, model_config=model_config)
+    embedder = load_embedder(ref, model_config=model_config)
+    if embedder.config.int8_inference if int8 is None else int8:
+        return embedder.quantize_int8()
+    return embedder

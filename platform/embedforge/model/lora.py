@@ -34,8 +34,13 @@ def add_lora(backbone: PreTrainedModel, config: LoraConfig) -> PeftModel:
     model = get_peft_model(backbone, peft_config)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
-    log.info("LoRA r=%d alpha=%g: %.2fM of %.1fM backbone parameters trainable", config.r, config.alpha,
-             trainable / 1e6, total / 1e6)
+    log.info(
+        "LoRA r=%d alpha=%g: %.2fM of %.1fM backbone parameters trainable",
+        config.r,
+        config.alpha,
+        trainable / 1e6,
+        total / 1e6,
+    )
     return model
 
 

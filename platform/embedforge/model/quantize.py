@@ -21,15 +21,16 @@ from embedforge.model.lora import merged_copy
 
 def quantize_int8(embedder: Embedder) -> Embedder:
     """A new embedder with an int8 backbone (LoRA merged first); the original is left unchanged."""
-    from torch.ao.quantization import quantize_dynamic
-
     if embedder.device.type != "cpu":
         raise ValueError("int8 dynamic quantization runs on CPU only; move the embedder to CPU first")
     backbone = merged_copy(embedder.backbone)
     if backbone is embedder.backbone:
         backbone = copy.deepcopy(backbone)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # torch marks quantized tensor creation as deprecated
+        warnings.simplefilter("ignore", UserWarning)  # torch marks torch.ao quantization as deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from torch.ao.quantization import quantize_dynamic
+
         quantized = quantize_dynamic(backbone.float(), {nn.Linear}, dtype=torch.qint8)
     out = Embedder(
         quantized,
@@ -48,7 +49,7 @@ def cosine_agreement(reference: np.ndarray, other: np.ndarray) -> dict[str, floa
     if reference.shape != other.shape:
         raise ValueError(f"shape mismatch {reference.shape} vs {other.shape}")
     cos = (reference * other).sum(axis=1)
-    return {"mean_cosine": float(cos.mean()), "min_cosine": float(cos.min()), "texts": int(len(cos))}
+    return {"mean_cosine": float(cos.mean()), "min_cosine": float(cos.min()), "texts": len(cos)}
 
 
 def int8_agreement(embedder: Embedder, texts: Sequence[str], batch_size: int = 32) -> dict[str, float]:

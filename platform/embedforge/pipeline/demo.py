@@ -19,13 +19,31 @@ from pathlib import Path
 from embedforge.cluster import local
 from embedforge.config import ConfigError, EmbedforgeConfig, load_config
 from embedforge.models.bundled import prepare
-from embedforge.paths import REPO_ROOT
+from embedforge.paths import BUNDLED_PREFIX, REPO_ROOT
 from embedforge.pipeline.probe import PROBE_TEXT, api_key, base_url, probe_endpoint
 from embedforge.pipeline.runner import read_pipeline
 from embedforge.pipeline.steps import entry_point, served_model
 from embedforge.pipeline.submit import submit_pipeline
 
 log = logging.getLogger("embedforge.demo")
+
+
+def bundled_models(config: EmbedforgeConfig) -> list[str]:
+    """Names of the bundled models the config refers to anywhere (backbone, generator, teachers, baselines)."""
+    found: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and value.startswith(BUNDLED_PREFIX):
+            found.append(value.removeprefix(BUNDLED_PREFIX).split("?")[0])  # drop options such as ?pooling=last
+
+    walk(config.model_dump(mode="json"))
+    return sorted(set(found))
 
 
 def _say(step: str, started: float) -> None:
@@ -85,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = (args.run_dir or REPO_ROOT / "runs" / f"demo-{config.name}").resolve()
     # the head's job drivers must find this venv's python, ray and embedforge first
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    for name, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+    # the `ray job submit` client sends the head's token only in token mode (see embedforge.cluster.local)
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    for name, value in {**offline, "RAY_AUTH_MODE": local.AUTH_MODE}.items():
         os.environ.setdefault(name, value)
 
     _say("preparing the bundled models (once; cached afterwards)", started)
-    for name, path in prepare().items():
+    for name, path in prepare(bundled_models(config)).items():
         print(f"  {name}: {path}")
     _say("starting the local Ray head", started)
     dashboard = local.up()

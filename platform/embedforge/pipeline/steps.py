@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
+from embedforge.config.evaluate import TRAINED
 from embedforge.pipeline.probe import probe_endpoint
 
 EXPORT_FORMATS = ("merged", "sentence_transformers")
@@ -47,10 +48,6 @@ def entry_point(module: str, attr: str) -> Callable[..., Any]:
     return fn
 
 
-def trained_model_dir(run_dir: Path) -> Path:
-    return run_dir / "train" / "model"
-
-
 def export_dir(run_dir: Path, fmt: str) -> Path:
     return run_dir / "train" / "export" / fmt
 
@@ -60,9 +57,10 @@ def served_model(config: EmbedforgeConfig, run_dir: Path) -> str:
     return config.serve.model or str(export_dir(run_dir, "merged"))
 
 
-def comparison_models(config: EmbedforgeConfig, run_dir: Path) -> list[str]:
-    """Trained model, untrained backbone, every model-backed teacher, then configured baselines; no repeats."""
-    refs = [str(trained_model_dir(run_dir))] if config.train.enabled else []
+def comparison_models(config: EmbedforgeConfig) -> list[str]:
+    """Trained model (evaluation's name for run_dir/train/model), untrained backbone, every model-backed
+    teacher, then the configured baselines; no repeats."""
+    refs = [TRAINED] if config.train.enabled else []
     refs.append(config.model.backbone)
     refs += [t.model for t in config.mine.teachers if t.model and config.mine.enabled]
     refs += config.evaluate.baselines
@@ -82,7 +80,7 @@ def _train(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def _evaluate(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
-    models = comparison_models(config, run_dir)
+    models = comparison_models(config)
     return entry_point("embedforge.evaluate.run", "run_evaluate")(config, run_dir, models=models)
 
 

@@ -39,8 +39,10 @@ async def _api_error(_: Request, err: APIError) -> JSONResponse:
 
 @api.exception_handler(StarletteHTTPException)
 async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
-    message = {404: f"no route {request.url.path}", 405: f"method {request.method} not allowed on "
-               f"{request.url.path}"}.get(err.status_code, str(err.detail))
+    message = {
+        404: f"no route {request.url.path}",
+        405: f"method {request.method} not allowed on {request.url.path}",
+    }.get(err.status_code, str(err.detail))
     return error_response(APIError(err.status_code, message))
 
 
@@ -67,8 +69,13 @@ class EmbeddingDeployment:
         self.metrics = ServeMetrics()
         started = time.perf_counter()
         self.service = EmbeddingService(load_encoder(model), config, observe_batch=self.metrics.batch)
-        log.info("loaded %s (dimension %d) in %.1fs, API keys %s", model, self.service.dimension,
-                 time.perf_counter() - started, "on" if self.keys.enabled else "off")
+        log.info(
+            "loaded %s (dimension %d) in %.1fs, API keys %s",
+            model,
+            self.service.dimension,
+            time.perf_counter() - started,
+            "on" if self.keys.enabled else "off",
+        )
 
     @api.post("/v1/embeddings")
     async def embeddings(self, request: Request) -> Response:
@@ -109,8 +116,7 @@ class EmbeddingDeployment:
             await asyncio.wait_for(self.service.batcher.submit(("document", None), texts, counts), READY_TIMEOUT_S)
         except (TimeoutError, APIError):
             return error_response(APIError(503, "model not answering yet"))
-        return JSONResponse({"status": "ready", "model": self.config.model_name,
-                             "dimension": self.service.dimension})
+        return JSONResponse({"status": "ready", "model": self.config.model_name, "dimension": self.service.dimension})
 
     def __del__(self) -> None:
         service = getattr(self, "service", None)

@@ -119,19 +119,20 @@ class TokenBudgetBatcher:
             start = time.perf_counter()
             try:
                 vectors = await loop.run_in_executor(self._executor, self._encode, batch[0].key, texts)
-            except Exception as err:  # noqa: BLE001 - every waiter must hear about the failure
+            except Exception as err:
                 log.exception("batch of %d texts failed", len(texts))
                 for p in batch:
                     if not p.future.done():
                         p.future.set_exception(err)
                 continue
             if self._observe is not None:
-                self._observe(len(texts), padded_cost(len(texts), max(p.max_tokens for p in batch)),
-                              time.perf_counter() - start)
+                self._observe(
+                    len(texts), padded_cost(len(texts), max(p.max_tokens for p in batch)), time.perf_counter() - start
+                )
             offset = 0
             for p in batch:
                 if not p.future.done():
-                    p.future.set_result(vectors[offset: offset + len(p.texts)])
+                    p.future.set_result(vectors[offset : offset + len(p.texts)])
                 offset += len(p.texts)
 
     def close(self) -> None:

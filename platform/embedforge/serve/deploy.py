@@ -50,10 +50,15 @@ def resolve_model(config: EmbedforgeConfig | ServeConfig, model: str | None, run
     return str(path)
 
 
+def logging_config(serve_config: ServeConfig) -> dict[str, Any]:
+    return {"enable_access_log": serve_config.access_log, "log_level": "INFO" if serve_config.access_log else "WARNING"}
+
+
 def deployment_options(serve_config: ServeConfig) -> dict[str, Any]:
     scaling = serve_config.autoscaling
     return {
         "name": serve_config.name,
+        "logging_config": logging_config(serve_config),
         "ray_actor_options": {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus},
         "max_ongoing_requests": serve_config.max_ongoing_requests,
         "max_queued_requests": serve_config.max_queued_requests,
@@ -134,14 +139,19 @@ def deploy(
     wanted = serve_config.port if port is None else port
     if wanted == 0:
         wanted = free_port(serve_config.host)
-    serve.start(http_options={"host": serve_config.host, "port": wanted,
-                              "request_timeout_s": serve_config.limits.request_timeout_s})
+    serve.start(
+        http_options={
+            "host": serve_config.host,
+            "port": wanted,
+            "request_timeout_s": serve_config.limits.request_timeout_s,
+        },
+        logging_config=logging_config(serve_config),
+    )
     host, actual = _proxy_address(serve_config.host, wanted)
     if actual != wanted:
         log.warning("Serve already runs on port %d on this cluster; port %d is ignored", actual, wanted)
     log.info("deploying %s as %r (%s)", ref, serve_config.name, serve_config.model_name)
-    serve.run(build_app(config, ref), name=serve_config.name, route_prefix=serve_config.route_prefix,
-              blocking=False)
+    serve.run(build_app(config, ref), name=serve_config.name, route_prefix=serve_config.route_prefix, blocking=False)
     url = f"http://{host}:{actual}{serve_config.route_prefix.rstrip('/')}"
     info = wait_ready(url, wait_ready_s)
     log.info("serving %s at %s/v1/embeddings (dimension %s)", serve_config.model_name, url, info.get("dimension"))

@@ -17,17 +17,21 @@ _TOKENS = [16, 64, 256, 1024, 4096, 16384, 65536]
 class ServeMetrics:
     def __init__(self) -> None:
         self.requests = metrics.Counter(
-            "embedforge_requests_total", description="embedding requests by HTTP status", tag_keys=("status",))
+            "embedforge_requests_total", description="embedding requests by HTTP status", tag_keys=("status",)
+        )
         self.tokens = metrics.Counter("embedforge_tokens_total", description="input tokens embedded")
         self.request_latency = metrics.Histogram(
-            "embedforge_request_latency_ms", description="request latency inside the replica",
-            boundaries=_LATENCY_MS)
+            "embedforge_request_latency_ms", description="request latency inside the replica", boundaries=_LATENCY_MS
+        )
         self.batch_size = metrics.Histogram(
-            "embedforge_batch_size", description="texts per encoded batch", boundaries=_SIZES)
+            "embedforge_batch_size", description="texts per encoded batch", boundaries=_SIZES
+        )
         self.batch_tokens = metrics.Histogram(
-            "embedforge_batch_tokens", description="padded tokens per encoded batch", boundaries=_TOKENS)
+            "embedforge_batch_tokens", description="padded tokens per encoded batch", boundaries=_TOKENS
+        )
         self.batch_latency = metrics.Histogram(
-            "embedforge_batch_latency_ms", description="model time per batch", boundaries=_LATENCY_MS)
+            "embedforge_batch_latency_ms", description="model time per batch", boundaries=_LATENCY_MS
+        )
 
     def request(self, status: int, seconds: float, tokens: int) -> None:
         self.requests.inc(tags={"status": str(status)})

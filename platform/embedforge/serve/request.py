@@ -48,8 +48,9 @@ def read_json_body(raw: bytes, content_type: str | None, max_body_bytes: int) ->
     try:
         payload = json.loads(text)
     except json.JSONDecodeError as err:
-        raise APIError(400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}",
-                       "body") from None
+        raise APIError(
+            400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", "body"
+        ) from None
     if not isinstance(payload, dict):
         raise APIError(422, f"body must be a JSON object, got {_json_type(payload)}", "body")
     return payload
@@ -72,13 +73,15 @@ def parse_request(
     if not isinstance(model, str):
         raise APIError(422, f"`model` must be a string, got {_json_type(model)}", "model")
     if model != model_name:
-        raise APIError(404, f"model {model[:100]!r} not found; this endpoint serves {model_name!r}", "model",
-                       "model_not_found")
-    texts = _texts(payload.get("input", None), "input" in payload, limits)
+        raise APIError(
+            404, f"model {model[:100]!r} not found; this endpoint serves {model_name!r}", "model", "model_not_found"
+        )
+    texts = _texts(payload.get("input"), "input" in payload, limits)
     encoding_format = payload.get("encoding_format") or "float"
     if encoding_format not in ("float", "base64"):
-        raise APIError(422, f"`encoding_format` must be 'float' or 'base64', got {_short(encoding_format)}",
-                       "encoding_format")
+        raise APIError(
+            422, f"`encoding_format` must be 'float' or 'base64', got {_short(encoding_format)}", "encoding_format"
+        )
     dimensions = payload.get("dimensions")
     if dimensions is not None:
         if not isinstance(dimensions, int) or isinstance(dimensions, bool):
@@ -93,8 +96,11 @@ def parse_request(
         if not isinstance(instruction, str) or not instruction.strip():
             raise APIError(422, "`instruction` must be a non-empty string", "instruction")
         if len(instruction) > MAX_INSTRUCTION_CHARS:
-            raise APIError(413, f"`instruction` has {len(instruction)} characters, the limit is "
-                           f"{MAX_INSTRUCTION_CHARS}", "instruction")
+            raise APIError(
+                413,
+                f"`instruction` has {len(instruction)} characters, the limit is {MAX_INSTRUCTION_CHARS}",
+                "instruction",
+            )
         _check_encodable(instruction, "instruction", "instruction")
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
@@ -129,8 +135,9 @@ def _texts(value: Any, present: bool, limits: LimitsConfig) -> list[str]:
         _check_encodable(item, where, "input")
         if len(item) > limits.max_chars_per_input:
             if limits.on_too_long == "reject":
-                raise APIError(413, f"`{where}` has {len(item)} characters, the limit is "
-                               f"{limits.max_chars_per_input}", "input")
+                raise APIError(
+                    413, f"`{where}` has {len(item)} characters, the limit is {limits.max_chars_per_input}", "input"
+                )
             item = item[: limits.max_chars_per_input]
         texts.append(item)
     return texts
@@ -146,8 +153,9 @@ def _check_encodable(text: str, where: str, param: str) -> None:
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
-            dict: "object"}.get(type(value), type(value).__name__)
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _short(value: Any) -> str:

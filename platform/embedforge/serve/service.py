@@ -27,8 +27,10 @@ log = logging.getLogger(__name__)
 def tokenizer_of(encoder: TextEncoder) -> Any:
     tokenizer = getattr(encoder, "tokenizer", None)
     if tokenizer is None:
-        raise TypeError(f"encoder {encoder.name!r} ({type(encoder).__name__}) exposes no `tokenizer`; serving "
-                        "needs it to count and limit tokens")
+        raise TypeError(
+            f"encoder {encoder.name!r} ({type(encoder).__name__}) exposes no `tokenizer`; serving "
+            "needs it to count and limit tokens"
+        )
     return tokenizer
 
 
@@ -96,8 +98,15 @@ class EmbeddingService:
     def models(self) -> dict:
         return {
             "object": "list",
-            "data": [{"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "embedforge",
-                      "dimension": self.dimension}],
+            "data": [
+                {
+                    "id": self.config.model_name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "embedforge",
+                    "dimension": self.dimension,
+                }
+            ],
         }
 
     def close(self) -> None:

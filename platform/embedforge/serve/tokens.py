@@ -20,15 +20,19 @@ class TokenLimiter:
         self._tokenizer = tokenizer
         self._specials = tokenizer.num_special_tokens_to_add(pair=False)
         if max_tokens <= self._specials:
-            raise ValueError(f"max_tokens_per_input ({max_tokens}) leaves no room beside {self._specials} "
-                             "special tokens")
+            raise ValueError(
+                f"max_tokens_per_input ({max_tokens}) leaves no room beside {self._specials} special tokens"
+            )
         self.max_tokens = max_tokens
         self.on_too_long = on_too_long
 
     def apply(self, texts: Sequence[str]) -> tuple[list[str], list[int]]:
         """The texts (cut when truncating) and each one's token count, special tokens included."""
         enc = self._tokenizer(
-            list(texts), add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False,
+            list(texts),
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            return_attention_mask=False,
             verbose=False,
         )
         out, counts = [], []

@@ -28,6 +28,8 @@ class EngineSettings:
     max_num_seqs: int = 32
     max_model_len: int = 2048
     memory_fraction: float = 0.3
+    kv_cache_gb: float | None = None
+    enforce_eager: bool = False
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
@@ -53,6 +55,8 @@ def build_engine(settings: EngineSettings) -> Any:
         max_num_seqs=settings.max_num_seqs,
         max_model_len=settings.max_model_len,
         gpu_memory_utilization=settings.memory_fraction,
+        kv_cache_memory_bytes=int(settings.kv_cache_gb * 1024**3) if settings.kv_cache_gb else None,
+        enforce_eager=settings.enforce_eager,
         seed=settings.seed,
     )
     log.info("vLLM engine for %s ready in %.1fs", settings.model, time.time() - started)

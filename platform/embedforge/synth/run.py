@@ -66,6 +66,8 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
         max_num_seqs=gen.max_num_seqs,
         max_model_len=gen.max_model_len,
         memory_fraction=gen.memory_fraction,
+        kv_cache_gb=gen.kv_cache_gb,
+        enforce_eager=gen.enforce_eager,
         temperature=gen.temperature,
         top_p=gen.top_p,
         seed=gen.seed,

@@ -1,6 +1,7 @@
 """The training objective of one stage: the weighted sum of the configured losses over a batch's embeddings.
 
-L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL (MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1).
+L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL + w_hd * MSE to a teacher's embeddings
+(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2).
 In-batch negatives follow the stage (NV-Embed 3.3: on for stage-1 retrieval, off for the stage-2 blend).
 """
 
@@ -11,17 +12,20 @@ from dataclasses import dataclass
 import torch
 
 from embedforge.config.train import LossesConfig
-from embedforge.train.losses import infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses import hidden_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
 from embedforge.train.losses.pair_bce import graded_labels
 
 
 @dataclass
 class Targets:
-    """Per-example supervision aligned with the candidates: teacher scores (B, C) and graded relevance (B,)."""
+    """Per-example supervision aligned with the candidates: teacher scores (B, C), graded relevance (B,) and,
+    for hidden-state distillation, a frozen teacher's embeddings of the queries (B, d) and candidates (B, C, d)."""
 
     teacher_scores: torch.Tensor
     relevance: torch.Tensor
     max_relevance: torch.Tensor
+    teacher_queries: torch.Tensor | None = None
+    teacher_candidates: torch.Tensor | None = None
 
 
 def objective(
@@ -51,5 +55,13 @@ def objective(
         )
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
+    if losses.hidden_distill.weight > 0:
+        if targets.teacher_queries is None or targets.teacher_candidates is None:
+            raise ValueError("hidden_distill: the batch carries no teacher embeddings (is train.teacher set?)")
+        student = torch.cat([queries, candidates.reshape(-1, candidates.shape[-1])])
+        teacher = torch.cat([targets.teacher_queries, targets.teacher_candidates.reshape(-1, candidates.shape[-1])])
+        hd = hidden_distill_loss(student, teacher)
+        total = total + losses.hidden_distill.weight * hd
+        metrics["loss_hidden_distill"] = hd.item()
     metrics["loss"] = total.item()
     return total, metrics

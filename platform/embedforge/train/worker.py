@@ -26,6 +26,7 @@ from torch.nn.parallel import DistributedDataParallel
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
+from embedforge.model import load_embedder
 from embedforge.train.batching import Batch, StagePlan
 from embedforge.train.checkpoint import TrainState, load_optimizer, load_weights, read_state, save_checkpoint
 from embedforge.train.gradcache import gradcache_step, plain_step
@@ -69,6 +70,17 @@ def use_bf16(train: TrainConfig, device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_bf16_supported()
 
 
+def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | None:
+    """The frozen teacher of hidden-state distillation (NV-Embed A.2), when a stage uses it."""
+    if config.train.teacher is None or not any(s.losses.hidden_distill.weight > 0 for s in config.train.stages):
+        return None
+    teacher = load_embedder(config.train.teacher)
+    teacher.requires_grad_(False)
+    teacher.to(device)
+    teacher.eval()
+    return Encoder(teacher)
+
+
 def step_seed(seed: int, global_step: int, rank: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{global_step}/{rank}".encode()).digest()[:4], "big")
 
@@ -96,13 +108,19 @@ def _restore(checkpoint: ray.train.Checkpoint | None, config_hash: str) -> Path 
 class StepRunner:
     """One optimizer step on one worker's slice of the global batch."""
 
-    def __init__(self, encoder: Encoder, module: torch.nn.Module, train: TrainConfig, bf16: bool) -> None:
-        self.encoder, self.module, self.train, self.bf16 = encoder, module, train, bf16
+    def __init__(
+        self, encoder: Encoder, module: torch.nn.Module, train: TrainConfig, bf16: bool, teacher: Encoder | None
+    ) -> None:
+        self.encoder, self.module, self.train, self.bf16, self.teacher = encoder, module, train, bf16, teacher
         self.params = [p for p in encoder.embedder.parameters() if p.requires_grad]
 
     def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
         queries, documents, per_example = batch_inputs(batch)
         targets = batch_targets(batch)
+        if stage.losses.hidden_distill.weight > 0 and self.teacher is not None:
+            with torch.no_grad():
+                targets.teacher_queries = self.teacher(queries).float()
+                targets.teacher_candidates = self.teacher(documents).float().reshape(len(queries), per_example, -1)
 
         def loss_fn(q: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             cands = d.float().reshape(len(queries), per_example, -1)
@@ -148,7 +166,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     module: torch.nn.Module = embedder
     if world > 1:
         module = DistributedDataParallel(embedder, device_ids=[device] if device.type == "cuda" else None)
-    runner = StepRunner(Encoder(embedder, module), module, train, use_bf16(train, device))
+    runner = StepRunner(Encoder(embedder, module), module, train, use_bf16(train, device), load_teacher(config, device))
 
     resume_dir = _restore(ray.train.get_checkpoint(), config_hash)
     state = read_state(resume_dir) if resume_dir else None

@@ -9,7 +9,14 @@ from embedforge.model.pooling.last import LastTokenPooling
 from embedforge.model.pooling.latent_attention import LatentAttentionPooling
 from embedforge.model.pooling.mean import MeanPooling
 
-__all__ = ["AnchorTokenPooling", "LastTokenPooling", "LatentAttentionPooling", "MeanPooling", "Pooling", "build_pooling"]
+__all__ = [
+    "AnchorTokenPooling",
+    "LastTokenPooling",
+    "LatentAttentionPooling",
+    "MeanPooling",
+    "Pooling",
+    "build_pooling",
+]
 
 
 def build_pooling(config: ModelConfig, hidden_size: int) -> Pooling:

@@ -1,0 +1,50 @@
+"""Shared benchmark helpers: describe the machine and write `benchmarks/results/<name>.json`."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, memory, CPU model, load and library versions: what a reader needs to compare two results."""
+    import psutil
+    import torch
+
+    return {
+        "cpu_model": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),
+        "load_average_1m": os.getloadavg()[0],
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    """Write `payload` (must hold "ratios" and "goals") to benchmarks/results/<name>.json."""
+    missing = [key for key in ("ratios", "goals") if key not in payload]
+    if missing:
+        raise ValueError(f"benchmark result {name!r} lacks {missing}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return path

@@ -1,0 +1,378 @@
+"""Serving throughput: embedforge (Ray Serve) vs Infinity vs a naive one-request-at-a-time FastAPI server.
+
+Same model (all-MiniLM-L6-v2 from the bundled folder), same closed-loop load generator: 16 concurrent clients on
+127.0.0.1, each sending its next request as soon as the previous answer arrives, for a bounded time. Two loads:
+1 text per request and 16 texts per request (passages of the TREC DL subset). Reported: requests/s, texts/s,
+p50/p99 latency and errors per server. Goal: embedforge >= 1.0x Infinity's requests/s with p99 no worse.
+The servers run one at a time (each in its own process group, stopped before the next starts), so they never
+compete with each other, only with whatever else the machine runs; the load average is recorded.
+
+Infinity (`infinity-emb` from PyPI) cannot share our virtual environment (it pins older transformers and
+FastAPI), so this script installs it into its own venv, outside the repository, the first time it runs:
+    python3.11 -m venv $EMBEDFORGE_INFINITY_VENV   (default /tmp/embedforge-infinity-venv)
+    pip install torch==2.13.0+cpu                    (CPU wheel: /opt/wheels here, else the PyTorch CPU index)
+    pip install 'infinity-emb[server,torch]==0.0.78'
+Writes benchmarks/results/serve.json and serve.png.
+
+    .venv/bin/python benchmarks/serve.py [--duration 15] [--warmup 4] [--clients 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, machine_info, write_result
+
+log = logging.getLogger("bench.serve")
+MODEL_NAME = "all-minilm-l6-v2"
+INFINITY_VENV = Path(os.environ.get("EMBEDFORGE_INFINITY_VENV", "/tmp/embedforge-infinity-venv"))
+INFINITY_REQUIREMENT = "infinity-emb[server,torch]==0.0.78"
+TORCH_REQUIREMENT = "torch==2.13.0+cpu"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+# ----- the servers -----------------------------------------------------------------------------------------------
+
+
+def model_dir() -> Path:
+    from embedforge.models.bundled import prepare
+
+    return prepare([MODEL_NAME])[MODEL_NAME]
+
+
+def run_naive_server(port: int) -> None:
+    """The baseline: FastAPI + uvicorn, one request at a time (the encode blocks the event loop), no batching."""
+    import torch
+    import uvicorn
+    from fastapi import FastAPI, Request
+
+    from embedforge.model import load_encoder
+
+    torch.set_num_threads(2)
+    encoder = load_encoder(f"bundled:{MODEL_NAME}")
+    app = FastAPI()
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> dict:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = encoder.encode_documents(texts)
+        return {
+            "object": "list",
+            "model": body["model"],
+            "data": [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
+        }
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def run_embedforge_server(port: int) -> None:
+    """embedforge on a private Ray cluster: one replica, dynamic token-budget batching, access logs off."""
+    import ray
+
+    from embedforge.config.serve import ServeConfig
+    from embedforge.serve.deploy import deploy
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})  # handled by sigwait below
+    ray.init(address="local", num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    config = ServeConfig.model_validate(
+        {
+            "name": "bench",
+            "model_name": MODEL_NAME,
+            "port": port,
+            "num_cpus": 1,
+            "torch_threads": 2,
+            "access_log": False,
+            "max_ongoing_requests": 64,
+            "max_queued_requests": 1024,
+            "autoscaling": {"min_replicas": 1, "max_replicas": 1},
+            "batching": {"max_batch_size": 64, "max_batch_tokens": 16384, "batch_wait_timeout_s": 0.002},
+        }
+    )
+    deploy(config, f"bundled:{MODEL_NAME}", wait_ready_s=600)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    ray.shutdown()
+
+
+def ensure_infinity() -> Path:
+    """The `infinity_emb` CLI, installed into its own venv on first use (see the module docstring)."""
+    cli = INFINITY_VENV / "bin" / "infinity_emb"
+    if cli.exists():
+        return cli
+    log.info("installing %s into %s (first run only, a few minutes)", INFINITY_REQUIREMENT, INFINITY_VENV)
+    subprocess.run([sys.executable, "-m", "venv", str(INFINITY_VENV)], check=True)
+    pip = [str(INFINITY_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    if subprocess.run([*pip, TORCH_REQUIREMENT], check=False).returncode != 0:
+        subprocess.run([*pip, "--extra-index-url", TORCH_CPU_INDEX, TORCH_REQUIREMENT], check=True)
+    subprocess.run([*pip, INFINITY_REQUIREMENT], check=True)
+    return cli
+
+
+class Server:
+    """A server process in its own process group, logged to a file, stopped (group-wide, by its id) on exit."""
+
+    def __init__(self, name: str, cmd: list[str], port: int, log_dir: Path) -> None:
+        self.name, self.cmd, self.port = name, cmd, port
+        self.log_path = log_dir / f"serve-{name}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/embeddings"
+
+    def __enter__(self) -> Server:
+        log.info("starting %s: %s", self.name, " ".join(self.cmd))
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready(timeout_s=600)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        payload = json.dumps({"model": MODEL_NAME, "input": ["warm up"]}).encode()
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; see {self.log_path}")
+            request = urllib.request.Request(self.url, payload, {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as resp:
+                    if resp.status == 200:
+                        log.info("%s ready after %.0fs", self.name, time.monotonic() - start)
+                        return
+            except (urllib.error.URLError, OSError):
+                time.sleep(1.0)
+        raise TimeoutError(f"{self.name} not ready within {timeout_s:.0f}s; see {self.log_path}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+# ----- the load generator ----------------------------------------------------------------------------------------
+
+
+async def closed_loop(
+    url: str, texts: list[str], per_request: int, clients: int, warmup_s: float, duration_s: float
+) -> dict[str, Any]:
+    """`clients` concurrent clients, each sending its next request when the previous one is answered."""
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    start = time.perf_counter()
+    measure_from, stop_at = start + warmup_s, start + warmup_s + duration_s
+
+    async def client(session: aiohttp.ClientSession, offset: int) -> None:
+        nonlocal errors
+        i = offset
+        while time.perf_counter() < stop_at:
+            batch = [texts[(i + k) % len(texts)] for k in range(per_request)]
+            i += per_request * clients
+            sent = time.perf_counter()
+            async with session.post(url, json={"model": MODEL_NAME, "input": batch}) as resp:
+                await resp.read()
+                ok = resp.status == 200
+            done = time.perf_counter()
+            if sent >= measure_from and done <= stop_at:
+                if ok:
+                    latencies.append(done - sent)
+                else:
+                    errors += 1
+
+    connector = aiohttp.TCPConnector(limit=clients)
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        await asyncio.gather(*(client(session, c * per_request) for c in range(clients)))
+    lat = np.array(latencies) * 1000.0
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "requests_per_s": len(latencies) / duration_s,
+        "texts_per_s": len(latencies) * per_request / duration_s,
+        "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
+        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
+    }
+
+
+def load_texts(n: int) -> list[str]:
+    from embedforge.paths import data_dir
+
+    texts = []
+    with (data_dir() / "trec_dl_msmarco_subset" / "corpus.jsonl").open() as f:
+        for line in f:
+            texts.append(json.loads(line)["text"])
+            if len(texts) == n:
+                break
+    return texts
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_commands(infinity: Path) -> dict[str, list[str]]:
+    me = [sys.executable, str(Path(__file__).resolve())]
+    return {
+        "embedforge": [*me, "--serve-embedforge"],
+        "infinity": [
+            str(infinity),
+            "v2",
+            "--model-id",
+            str(model_dir()),
+            "--served-model-name",
+            MODEL_NAME,
+            "--engine",
+            "torch",
+            "--device",
+            "cpu",
+            "--url-prefix",
+            "/v1",
+            "--host",
+            "127.0.0.1",
+            "--log-level",
+            "warning",
+            "--no-model-warmup",
+            "--port",
+        ],
+        "naive": [*me, "--serve-naive"],
+    }
+
+
+def plot(results: dict[str, dict[str, dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loads = list(next(iter(results.values())))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(results)
+    for j, (server, by_load) in enumerate(results.items()):
+        xs = np.arange(len(loads)) + j * width
+        axes[0].bar(xs, [by_load[ld]["texts_per_s"] for ld in loads], width, label=server)
+        axes[1].bar(xs, [by_load[ld]["p99_ms"] or 0 for ld in loads], width, label=server)
+    for ax, title in zip(axes, ("texts/s (higher is better)", "p99 latency ms (lower is better)"), strict=True):
+        ax.set_xticks(np.arange(len(loads)) + width * (len(results) - 1) / 2, loads)
+        ax.set_title(title)
+        ax.legend()
+    fig.suptitle("all-MiniLM-L6-v2 serving, 16 closed-loop clients")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=15.0, help="measured seconds per load")
+    parser.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds before each load")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--servers", default="embedforge,infinity,naive")
+    parser.add_argument("--serve-naive", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-embedforge", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("port", nargs="?", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if args.serve_naive:
+        run_naive_server(args.port)
+        return 0
+    if args.serve_embedforge:
+        run_embedforge_server(args.port)
+        return 0
+
+    texts = load_texts(512)
+    commands = server_commands(ensure_infinity())
+    loads = {"1 text/request": 1, "16 texts/request": 16}
+    results: dict[str, dict[str, dict]] = {}
+    log_dir = RESULTS / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
+    for name in args.servers.split(","):
+        port = free_port()
+        with Server(name, [*commands[name], str(port)], port, log_dir) as server:
+            results[name] = {}
+            for label, per_request in loads.items():
+                stats = asyncio.run(
+                    closed_loop(server.url, texts, per_request, args.clients, args.warmup, args.duration)
+                )
+                log.info(
+                    "%-10s %-17s %7.1f req/s %7.1f texts/s p50 %6.1f ms p99 %6.1f ms errors %d",
+                    name,
+                    label,
+                    stats["requests_per_s"],
+                    stats["texts_per_s"],
+                    stats["p50_ms"] or -1,
+                    stats["p99_ms"] or -1,
+                    stats["errors"],
+                )
+                results[name][label] = stats
+
+    def ratio(metric: str, label: str, other: str) -> float | None:
+        a, b = results.get("embedforge", {}).get(label, {}), results.get(other, {}).get(label, {})
+        return a[metric] / b[metric] if a.get(metric) and b.get(metric) else None
+
+    ratios = {
+        f"{metric}_vs_{other} @ {label}": ratio(metric, label, other)
+        for other in ("infinity", "naive")
+        for label in loads
+        for metric in ("requests_per_s", "p99_ms")
+    }
+    goals = {
+        f"throughput >= 1.0x infinity @ {label}": (ratios[f"requests_per_s_vs_infinity @ {label}"] or 0) >= 1.0
+        for label in loads
+    } | {
+        f"p99 <= infinity @ {label}": (ratios[f"p99_ms_vs_infinity @ {label}"] or float("inf")) <= 1.0
+        for label in loads
+    }
+    payload = {
+        "benchmark": "serve",
+        "machine": machine_info(),
+        "load_average_1m_before": load_before,
+        "setup": {
+            "model": MODEL_NAME,
+            "clients": args.clients,
+            "warmup_s": args.warmup,
+            "duration_s": args.duration,
+            "texts": "TREC DL subset passages",
+            "infinity": INFINITY_REQUIREMENT,
+        },
+        "results": results,
+        "ratios": ratios,
+        "goals": goals,
+    }
+    path = write_result("serve", payload)
+    if results:
+        plot(results, RESULTS / "serve.png")
+    log.info("wrote %s; goals: %s", path, goals)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

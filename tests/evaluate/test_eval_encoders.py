@@ -1,0 +1,111 @@
+"""The HTTP /v1/embeddings encoder against a real HTTP server, the embedding cache wrapper, model references."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from embedforge.evaluate.cached import CachedEncoder
+from embedforge.evaluate.http_encoder import HTTPEncoder
+from embedforge.evaluate.models import load_model, split_reference
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_model_dir):
+    import torch
+
+    torch.set_num_threads(1)
+    return load_model("bundled:tiny-llama")
+
+
+@pytest.fixture
+def server(tiny_encoder):
+    """A real HTTP server speaking /v1/embeddings with embedforge's input_type / instruction extensions."""
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({**body, "path": self.path, "auth": self.headers.get("Authorization")})
+            if body["input"] == ["fail"]:
+                self._send(422, {"error": {"message": "`input` rejected"}})
+                return
+            encode = tiny_encoder.encode_queries if body["input_type"] == "query" else tiny_encoder.encode_documents
+            vectors = encode(body["input"], task=body.get("instruction"))
+            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            self._send(200, {"object": "list", "data": data[::-1], "model": "tiny"})  # any order: sorted by index
+
+        def _send(self, status, payload):
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_http_encoder_matches_the_model_it_serves(server, tiny_encoder):
+    url, seen = server
+    remote = HTTPEncoder(url, model="tiny", api_key="k")
+    texts = ["a first text", "another one", "third"]
+    q = remote.encode_queries(texts, task="Find it", batch_size=2)
+    np.testing.assert_allclose(q, tiny_encoder.encode_queries(texts, task="Find it"), atol=1e-5)
+    d = remote.encode_documents(texts)
+    np.testing.assert_allclose(d, tiny_encoder.encode_documents(texts), atol=1e-5)
+    assert remote.dimension == tiny_encoder.dimension
+    first = seen[0]
+    assert first["path"] == "/v1/embeddings" and first["input"] == texts[:2]
+    assert first["input_type"] == "query" and first["instruction"] == "Find it" and first["model"] == "tiny"
+    assert first["auth"] == "Bearer k"
+    assert "instruction" not in seen[2] and seen[2]["input_type"] == "document"
+
+
+def test_http_encoder_errors_are_clear(server):
+    url, _ = server
+    with pytest.raises(RuntimeError, match="answered HTTP 422: .*input` rejected"):
+        HTTPEncoder(url + "/v1/embeddings").encode_documents(["fail"])
+    with pytest.raises(ConnectionError, match="cannot reach http://127.0.0.1:9/v1/embeddings"):
+        HTTPEncoder("http://127.0.0.1:9").encode_documents(["x"])
+    with pytest.raises(ValueError, match="needs an http"):
+        HTTPEncoder("ftp://host")
+
+
+def test_cached_encoder_reuses_vectors(tmp_path, tiny_encoder):
+    cached = CachedEncoder(tiny_encoder, "bundled:tiny-llama", tmp_path)
+    texts = ["alpha", "beta", "alpha", "gamma"]
+    first = cached.encode_queries(texts, task="T")
+    assert cached.misses == 3 and cached.hits == 0
+    again = CachedEncoder(tiny_encoder, "bundled:tiny-llama", tmp_path).encode_queries(texts, task="T")
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_allclose(first, tiny_encoder.encode_queries(texts, task="T"), atol=1e-6)
+    other_side = cached.encode_documents(["alpha"])  # a different side / instruction is a different key
+    assert cached.misses == 4
+    np.testing.assert_allclose(other_side, tiny_encoder.encode_documents(["alpha"]), atol=1e-6)
+
+
+def test_model_reference_options(tiny_model_dir):
+    assert split_reference("bundled:x?pooling=last&bidirectional=false") == (
+        "bundled:x", {"pooling": "last", "bidirectional": False})
+    assert split_reference("http://h:1/v1/embeddings?x=1") == ("http://h:1/v1/embeddings?x=1", {})
+    with pytest.raises(ValueError, match="option 'size=3' must be KEY=VALUE"):
+        split_reference("bundled:x?size=3")
+    with pytest.raises(ValueError, match="bidirectional must be true or false"):
+        split_reference("bundled:x?bidirectional=yes")
+    last = load_model("bundled:tiny-llama?pooling=last")
+    assert last.name == "bundled:tiny-llama?pooling=last"
+    assert not np.allclose(last.encode_documents(["some words here"]),
+                           load_model("bundled:tiny-llama").encode_documents(["some words here"]))

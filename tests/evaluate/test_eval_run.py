@@ -1,0 +1,89 @@
+"""A full evaluation of the tiny model through `run_evaluate` on a private Ray cluster, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from embedforge.config.evaluate import TRAINED, CustomTask
+from embedforge.evaluate.run import model_references, run_evaluate
+from embedforge.evaluate.tasks import FAMILIES
+from embedforge.runs.stage import StageRun
+
+BASELINE = "bundled:tiny-llama?pooling=last"
+
+
+@pytest.fixture
+def eval_config(tiny_config, tmp_path):
+    pairs = tmp_path / "my_pairs.jsonl"
+    pairs.write_text("".join(
+        json.dumps({"text1": f"the {w} is here", "text2": f"a {w} is there", "score": i % 2}) + "\n"
+        for i, w in enumerate(["cat", "dog", "car", "tree", "house", "lamp", "road", "bird"])
+    ))
+    evaluate = tiny_config.evaluate.model_copy(update={
+        "baselines": [BASELINE],
+        "baseline_for_deltas": BASELINE,
+        "cache_dir": str(tmp_path / "cache"),
+        "custom_tasks": [CustomTask(name="my_pairs", family="pair_classification", path=str(pairs),
+                                    instruction="Are these the same?")],
+        "tasks": [*tiny_config.evaluate.tasks, "my_pairs"],
+    })
+    return tiny_config.model_copy(update={"evaluate": evaluate})
+
+
+def _save_trained_model(run_dir):
+    """What the train stage leaves: a saved embedforge model under train/model and a complete manifest."""
+    from embedforge.model import load_embedder
+
+    load_embedder("bundled:tiny-llama").save(run_dir / "train" / "model")
+    StageRun(run_dir, "train", {}, "test").complete()
+
+
+@pytest.mark.slow
+def test_full_evaluation_of_the_tiny_model(ray_cluster, tiny_model_dir, shared_data, eval_config, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    _save_trained_model(run_dir)
+    assert model_references(eval_config, run_dir, None) == {TRAINED: str(run_dir / "train" / "model"),
+                                                             BASELINE: BASELINE}
+    manifest = run_evaluate(eval_config, run_dir)
+    assert manifest["status"] == "complete" and manifest["counts"] == {"models": 2, "tasks": 7}
+    printed = capsys.readouterr().out
+    assert "# Evaluation report" in printed and "## Deltas vs `bundled:tiny-llama?pooling=last`" in printed
+
+    report = json.loads((run_dir / "evaluate" / "report.json").read_text())
+    assert set(report["families"]) == set(FAMILIES)
+    assert set(report["tasks"]) == {*eval_config.evaluate.tasks}
+    for task, info in report["tasks"].items():
+        assert set(info["scores"]) == {TRAINED, BASELINE}, task
+        assert all(-1 <= s <= 1 for s in info["scores"].values()), task
+    assert report["details"][TRAINED]["my_pairs"]["size"] == 8
+    assert report["details"][TRAINED]["trec_dl_msmarco_subset"]["metrics"]["num_queries"] == 24
+    assert sorted(report["borda"].values()) and sum(report["borda"].values()) == len(report["tasks"])
+    assert set(report["deltas"]) == {TRAINED}
+    assert (run_dir / "evaluate" / "report.png").stat().st_size > 10_000
+    assert (run_dir / "evaluate" / "report.md").read_text().startswith("# Evaluation report")
+
+    # complete for this config and these inputs: the second call skips and returns the same manifest
+    again = run_evaluate(eval_config, run_dir)
+    assert again["finished_at"] == manifest["finished_at"]
+
+
+def test_nothing_to_evaluate_and_unknown_baseline_fail_clearly(tiny_config, tmp_path):
+    with pytest.raises(ValueError, match="nothing to evaluate"):
+        run_evaluate(tiny_config, tmp_path)
+    with pytest.raises(FileNotFoundError, match="model 'trained': no trained model"):
+        model_references(tiny_config, tmp_path, [TRAINED])
+    config = tiny_config.model_copy(update={"evaluate": tiny_config.evaluate.model_copy(
+        update={"baselines": ["bundled:tiny-llama"], "baseline_for_deltas": "bundled:tiny-llama"})})
+    with pytest.raises(ValueError, match="baseline_for_deltas 'bundled:tiny-llama' is not among"):
+        run_evaluate(config, tmp_path, models=["bundled:tiny-llama?pooling=last"])
+
+
+def test_cli_reports_config_errors(tmp_path, capsys):
+    from embedforge.cli.main import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("evaluate:\n  tasks: []\n")
+    assert main(["eval", str(bad), "--run-dir", str(tmp_path / "run")]) == 1
+    assert "evaluate.tasks is empty" in capsys.readouterr().err

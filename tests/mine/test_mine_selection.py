@@ -1,0 +1,103 @@
+"""Every selection filter on hand-made scores (NV-Embed 4.1.1 TopK-PercPos and its variants)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedforge.config.mine import SelectionConfig
+from embedforge.mine.selection import margin_threshold, select_negatives
+
+TEXTS = ["d0", "d1", "d2", "d3", "d4", "d5"]
+SCORES = [0.90, 0.80, 0.70, 0.60, 0.50, 0.40]
+
+
+def _select(config: SelectionConfig, texts=TEXTS, scores=SCORES, pos_scores=(0.8,), query="q", positives=("p",)):
+    return select_negatives(texts, scores, list(pos_scores), query, list(positives), config, np.random.default_rng(0))
+
+
+def test_perc_pos_drops_candidates_above_95_percent_of_the_positive():
+    sel = _select(SelectionConfig(margin=0.95, num_negatives=3, candidate_k=10), pos_scores=[0.8])
+    # threshold 0.76: 0.90 and 0.80 are likely false negatives
+    assert [TEXTS[i] for i in sel.kept] == ["d2", "d3", "d4"]
+    assert sel.scores == pytest.approx([0.70, 0.60, 0.50])
+    assert sel.drops["margin"] == 2
+
+
+def test_several_positives_use_the_lowest_positive_score():
+    config = SelectionConfig(margin=0.95, num_negatives=3, candidate_k=10)
+    one = _select(config, pos_scores=[0.9])
+    two = _select(config, pos_scores=[0.9, 0.65], positives=("p", "p2"))
+    three = _select(config, pos_scores=[0.95, 0.9, 0.55], positives=("p", "p2", "p3"))
+    assert [TEXTS[i] for i in one.kept] == ["d1", "d2", "d3"]  # threshold 0.855
+    assert [TEXTS[i] for i in two.kept] == ["d3", "d4", "d5"]  # threshold 0.6175
+    assert [TEXTS[i] for i in three.kept] == ["d4", "d5"]  # threshold 0.5225: only two survive
+    assert (one.drops["margin"], two.drops["margin"], three.drops["margin"]) == (1, 3, 4)
+    assert margin_threshold([0.95, 0.9, 0.55], config) == pytest.approx(0.5225)
+
+
+def test_absolute_margin_subtracts_from_the_lowest_positive():
+    config = SelectionConfig(margin_type="absolute", margin=0.15, num_negatives=2, candidate_k=10)
+    sel = _select(config, pos_scores=[0.9, 0.85])  # threshold 0.70 (inclusive)
+    assert [TEXTS[i] for i in sel.kept] == ["d2", "d3"]
+    assert sel.drops["margin"] == 2
+
+
+def test_no_margin_keeps_the_top_candidates():
+    sel = _select(SelectionConfig(margin_type="none", num_negatives=2, candidate_k=10), pos_scores=[0.1])
+    assert [TEXTS[i] for i in sel.kept] == ["d0", "d1"]
+    assert sum(sel.drops.values()) == 0
+
+
+def test_rank_range_keeps_only_the_given_ranks():
+    config = SelectionConfig(margin_type="none", rank_range=(3, 4), num_negatives=3, candidate_k=10)
+    sel = _select(config)
+    assert [TEXTS[i] for i in sel.kept] == ["d2", "d3"]
+    assert sel.drops["rank_range"] == 4
+
+
+def test_rank_range_counts_ranks_after_removing_the_positive():
+    config = SelectionConfig(margin_type="none", rank_range=(2, 3), num_negatives=3, candidate_k=10)
+    sel = _select(config, texts=["p", "d1", "d2", "d3", "d4", "d5"])
+    assert [i for i in sel.kept] == [2, 3]  # ranks: d1=1, d2=2, d3=3
+    assert sel.drops["positive"] == 1
+
+
+def test_min_score_drops_low_candidates():
+    config = SelectionConfig(margin_type="none", min_score=0.55, num_negatives=7, candidate_k=10)
+    sel = _select(config)
+    assert [TEXTS[i] for i in sel.kept] == ["d0", "d1", "d2", "d3"]
+    assert sel.drops["min_score"] == 2
+
+
+def test_never_the_positive_the_query_or_a_duplicate():
+    texts = ["the Positive", "q text", "a", "A ", "the  positive", "Q TEXT", "b"]
+    scores = [0.7, 0.69, 0.6, 0.59, 0.58, 0.57, 0.5]
+    config = SelectionConfig(margin_type="none", num_negatives=7, candidate_k=10)
+    sel = select_negatives(texts, scores, [0.7], "q text", ["the Positive"], config)
+    assert [texts[i] for i in sel.kept] == ["a", "b"]
+    assert (sel.drops["positive"], sel.drops["query"], sel.drops["duplicate"]) == (1, 1, 3)
+
+
+def test_random_sampling_is_seeded_and_drawn_from_survivors():
+    texts = [f"d{i}" for i in range(20)]
+    scores = list(np.linspace(0.7, 0.1, 20))
+    config = SelectionConfig(sampling="random", num_negatives=4, candidate_k=20)
+    first = select_negatives(texts, scores, [0.8], "q", ["p"], config, np.random.default_rng(7))
+    again = select_negatives(texts, scores, [0.8], "q", ["p"], config, np.random.default_rng(7))
+    top = select_negatives(texts, scores, [0.8], "q", ["p"], config.model_copy(update={"sampling": "top"}))
+    assert first.kept == again.kept
+    assert len(first.kept) == 4 and first.kept == sorted(first.kept)  # kept best first
+    assert first.kept != top.kept == [0, 1, 2, 3]
+
+
+def test_bad_input_is_refused_with_a_clear_error():
+    config = SelectionConfig()
+    with pytest.raises(ValueError, match="best first"):
+        select_negatives(["a", "b"], [0.1, 0.5], [0.9], "q", ["p"], config)
+    with pytest.raises(ValueError, match="2 candidate texts but 1 scores"):
+        select_negatives(["a", "b"], [0.1], [0.9], "q", ["p"], config)
+    with pytest.raises(ValueError, match="exceeds candidate_k"):
+        SelectionConfig(num_negatives=8, candidate_k=4)
+    with pytest.raises(ValueError, match="start is after end"):
+        SelectionConfig(rank_range=(5, 2))

@@ -1,0 +1,55 @@
+"""Pairwise teachers on real models: SmolLM2 scored pointwise by P("yes"), and a cross-encoder folder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedforge.config.mine import TeacherConfig
+from embedforge.mine.teachers.dense import SentenceTransformerTeacher, dense_identity
+from embedforge.mine.teachers.pairwise import load_pair_scorer
+
+PAIRS = [
+    ("what is the capital of france", "Paris is the capital and largest city of France."),
+    ("what is the capital of france", "The mitochondria is the powerhouse of the cell."),
+    ("how many legs does a spider have", "Spiders have eight legs."),
+    ("how many legs does a spider have", "The stock market fell sharply on Monday."),
+]
+
+
+def test_smollm2_pointwise_prefers_the_answering_document(smollm2_dir):
+    scorer = load_pair_scorer(TeacherConfig(kind="llm_pointwise", model=str(smollm2_dir), batch_size=4))
+    scores = scorer.score(PAIRS)
+    assert scores.shape == (4,) and np.all((scores > 0) & (scores < 1))
+    assert scores[0] > scores[1] and scores[2] > scores[3]
+    np.testing.assert_allclose(scorer.score(PAIRS[:1]), scores[:1], rtol=1e-4)  # padding does not change it
+
+
+def test_cross_encoder_folder_scores_pairs(minilm_dir):
+    # MiniLM's encoder with a fresh one-logit head: a real CrossEncoder, here only for the plumbing
+    scorer = load_pair_scorer(TeacherConfig(kind="cross_encoder", model=str(minilm_dir), batch_size=2))
+    scores = scorer.score(PAIRS)
+    assert scores.shape == (4,) and np.isfinite(scores).all()
+    np.testing.assert_allclose(scorer.score(PAIRS), scores, rtol=1e-5)
+
+
+def test_sentence_transformers_teacher_prefixes_and_symmetric_documents(minilm_dir):
+    config = TeacherConfig(kind="sentence_transformers", model=str(minilm_dir), query_prefix="query: ")
+    teacher = SentenceTransformerTeacher(config)
+    texts = ["Spiders have eight legs."]
+    as_query = teacher.encode_queries(texts)
+    bare_doc = teacher.encode_documents(texts)
+    symmetric_doc = teacher.encode_documents(texts, task="Retrieve semantically similar text.")
+    assert as_query.shape == (1, teacher.dimension) and np.linalg.norm(as_query) == pytest.approx(1, abs=1e-5)
+    np.testing.assert_allclose(symmetric_doc, as_query, atol=1e-6)
+    assert float(bare_doc @ as_query.T) < 0.9999
+    assert dense_identity(config, "document", None) != dense_identity(config, "document", "Retrieve")
+
+
+def test_teacher_config_errors_name_the_problem():
+    with pytest.raises(ValueError, match="needs a 'model'"):
+        TeacherConfig(kind="cross_encoder")
+    with pytest.raises(ValueError, match="takes no 'model'"):
+        TeacherConfig(kind="bm25", model="x")
+    with pytest.raises(ValueError, match=r"\{query\} and \{document\}"):
+        TeacherConfig(kind="llm_pointwise", model="x", prompt="no slots")

@@ -1,0 +1,131 @@
+"""End to end: the pipeline with configs/tiny.yaml submitted with `ray job submit` to a local Ray head, then every
+stage's manifest, the exports and one served embedding checked; a second submission resumes (skips everything).
+
+The head here is this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so it
+can run beside the foundation's cluster test and other engineers' clusters; SIGTERM to it stops exactly it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedforge.config import load_config
+from embedforge.models.bundled import prepare
+from embedforge.pipeline.demo import bundled_models
+from embedforge.pipeline.probe import embed
+from embedforge.pipeline.runner import read_pipeline
+from embedforge.pipeline.submit import submit_pipeline
+from embedforge.runs.stage import read_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = "configs/tiny.yaml"
+STAGES = ("synth", "mine", "train", "evaluate")
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Head:
+    dashboard: str
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+    except urllib.error.HTTPError:
+        return True  # 401 without a token: the dashboard is up
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    """A private Ray head with its dashboard on free ports; this venv first on PATH so jobs use its python."""
+    prepare(bundled_models(load_config(REPO / TINY)))
+    venv_bin = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",  # the CLI must send the token the head (token in ~/.ray) requires
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    env.pop("RAY_ADDRESS", None)
+    port, dash, client, agent, agent_grpc, metrics = (_free_port() for _ in range(6))
+    cmd = [
+        str(Path(venv_bin) / "ray"), "start", "--head", "--block", "--disable-usage-stats",
+        f"--port={port}", f"--dashboard-port={dash}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+        f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent}",
+        f"--dashboard-agent-grpc-port={agent_grpc}", f"--metrics-export-port={metrics}",
+        "--num-cpus=2", f"--object-store-memory={1024**3}",
+    ]  # fmt: skip
+    log = (tmp_path_factory.mktemp("head") / "ray-start.log").open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{dash}"
+    deadline = time.monotonic() + 180
+    while not _answers(f"{url}/api/version"):
+        assert proc.poll() is None, f"ray start exited with {proc.returncode}; see {log.name}"
+        assert time.monotonic() < deadline, f"dashboard at {url} did not answer in 180s; see {log.name}"
+        time.sleep(1)
+    yield Head(url, env)
+    proc.send_signal(signal.SIGTERM)  # `ray start --block` drains and stops the processes it started
+    try:
+        proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def test_tiny_pipeline_as_a_ray_job(head, tmp_path):
+    run_dir = tmp_path / "run"
+    code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0"], env=head.env)
+    assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
+
+    record = read_pipeline(run_dir)
+    assert record["status"] == "complete"
+    for stage in STAGES:
+        manifest = read_manifest(run_dir / stage)
+        assert manifest is not None and manifest["status"] == "complete", stage
+        assert record["steps"][stage]["status"] == "complete", stage
+    assert read_manifest(run_dir / "train")["counts"], "training counted nothing"
+    assert (run_dir / "evaluate" / "report.md").is_file() and (run_dir / "evaluate" / "report.png").is_file()
+    exports = record["steps"]["export"]["exports"]
+    assert set(exports) == {"merged", "sentence_transformers"}
+
+    # one served embedding equals the exported model's own document embedding
+    config = load_config(REPO / TINY)
+    endpoint = record["steps"]["deploy"]["endpoint"]
+    served = np.asarray(embed(endpoint, config, ["Ray runs the whole pipeline as one job."])[0], dtype=np.float32)
+    from embedforge.model import load_encoder
+
+    local = load_encoder(exports["merged"]["path"]).encode_documents(["Ray runs the whole pipeline as one job."])[0]
+    assert served.shape == local.shape
+    assert float(served @ local) >= 0.999
+
+    # submitted again, every stage finds its manifest complete for the same config and skips
+    code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0", "--skip", "deploy"], env=head.env)
+    assert code == 0
+    again = read_pipeline(run_dir)
+    for stage in STAGES:
+        assert again["steps"][stage]["status"] == "skipped (already complete)", stage

@@ -1,0 +1,122 @@
+"""Under load against the live deployment: Prometheus metrics, autoscaling up and back down, no 5xx, and
+backpressure that answers 503 instead of hanging."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+import httpx
+
+TEXTS = [f"load test sentence number {i} about distributed embedding services" for i in range(16)]
+
+
+def running_replicas(app: str) -> int:
+    from ray import serve
+
+    status = serve.status().applications[app].deployments[app]
+    return int({str(k): v for k, v in status.replica_states.items()}.get("RUNNING", 0))
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if predicate():
+            return time.monotonic() - start
+        time.sleep(0.5)
+    raise AssertionError(f"{what} did not happen within {timeout_s:.0f}s")
+
+
+def hammer(
+    url: str, key: str, model: str, stop: threading.Event, clients: int, texts: list[str], max_s: float
+) -> Counter:
+    """Closed-loop load from `clients` threads on 127.0.0.1 until `stop` is set or `max_s` passes."""
+    statuses: Counter = Counter()
+    lock = threading.Lock()
+    deadline = time.monotonic() + max_s
+
+    def client() -> None:
+        with httpx.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    code = http.post(f"{url}/v1/embeddings", json={"model": model, "input": texts}).status_code
+                except httpx.HTTPError as err:
+                    code = type(err).__name__
+                with lock:
+                    statuses[code] += 1
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def test_metrics_are_exported(served, ray_cluster):
+    with httpx.Client(headers={"Authorization": f"Bearer {served.key}"}, timeout=30) as http:
+        for _ in range(3):
+            assert (
+                http.post(
+                    f"{served.url}/v1/embeddings", json={"model": served.model_name, "input": TEXTS[:4]}
+                ).status_code
+                == 200
+            )
+    port = ray_cluster.nodes()[0]["MetricsExportPort"]
+    wanted = [
+        "ray_embedforge_requests_total",
+        "ray_embedforge_tokens_total",
+        "ray_embedforge_batch_size_bucket",
+        "ray_embedforge_batch_tokens_bucket",
+        "ray_embedforge_request_latency_ms_bucket",
+    ]
+    text = ""
+
+    def exported() -> bool:
+        nonlocal text
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        return all(name in text for name in wanted)
+
+    wait_for(exported, 60, "embedforge metrics export")
+    ok = re.search(r'ray_embedforge_requests_total\{[^}]*status="200"[^}]*\} ([0-9.e+]+)', text)
+    assert ok and float(ok.group(1)) >= 3
+
+
+def test_autoscales_up_under_load_and_back_down(served):
+    app = served.app_name
+    wait_for(lambda: running_replicas(app) == 1, 60, "a single running replica before the load")
+    stop = threading.Event()
+    result: dict = {}
+    loader = threading.Thread(
+        target=lambda: result.update(
+            statuses=hammer(served.url, served.key, served.model_name, stop, clients=12, texts=TEXTS, max_s=90)
+        )
+    )
+    loader.start()
+    try:
+        wait_for(lambda: running_replicas(app) >= 2, 75, "scale-up above 1 replica")
+        time.sleep(2)  # keep the load on with both replicas serving
+    finally:
+        stop.set()
+        loader.join()
+    statuses = result["statuses"]
+    assert statuses[200] > 20, statuses
+    assert set(statuses) == {200}, f"non-200 answers under load: {statuses}"
+    wait_for(lambda: running_replicas(app) == 1, 60, "scale-down back to 1 replica")
+
+
+def test_overload_answers_503_and_never_hangs(overload_served):
+    """max_ongoing_requests=1 and max_queued_requests=1: most of 16 concurrent clients are turned away at once."""
+    stop = threading.Event()
+    start = time.monotonic()
+    statuses = hammer(
+        overload_served.url, overload_served.key, overload_served.model_name, stop, clients=16, texts=TEXTS * 2, max_s=8
+    )
+    elapsed = time.monotonic() - start
+    assert elapsed < 40, f"clients were kept waiting: {elapsed:.0f}s"
+    assert statuses[200] > 0 and statuses[503] > 0, statuses
+    assert set(statuses) <= {200, 503}, statuses

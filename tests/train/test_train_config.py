@@ -1,0 +1,65 @@
+"""Train config validation messages, and the objective's weighting of the configured loss terms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from embedforge.config.train import LossesConfig, StageConfig, TrainConfig
+from embedforge.train.objective import Targets, objective
+
+STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ({"stages": [STAGE, STAGE]}, "duplicate stage names"),
+        ({"backend": "nccl"}, "nccl needs GPU"),
+        ({"stages": [{**STAGE, "losses": {"hidden_distill": {"weight": 1}}}]}, "no teacher is set"),
+        ({"stages": [{**STAGE, "curriculum": "fixed:7"}]}, "unknown curriculum"),
+        ({"stages": [{**STAGE, "losses": {"infonce": {"weight": 0}}}]}, "every loss weight is 0"),
+    ],
+)
+def test_train_config_rejects_with_clear_message(train, message):
+    with pytest.raises(ValidationError, match=message):
+        TrainConfig.model_validate(train)
+
+
+def _batch():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    cands = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])
+    nan = torch.full((2,), float("nan"))
+    return q, cands, Targets(torch.tensor([[0.9, 0.1], [0.8, 0.2]]), nan, nan)
+
+
+def test_objective_sums_weighted_terms():
+    q, cands, targets = _batch()
+    losses = LossesConfig.model_validate(
+        {"infonce": {"weight": 1.0, "temperature": 1.0}, "pair_bce": {"weight": 0.5}, "distill": {"weight": 2.0}}
+    )
+    total, metrics = objective(q, cands, targets, losses, in_batch=False)
+    expected = metrics["loss_infonce"] + 0.5 * metrics["loss_pair_bce"] + 2.0 * metrics["loss_distill"]
+    assert total.item() == pytest.approx(expected, rel=1e-6)
+    assert metrics["loss_infonce"] == pytest.approx(math.log(1 + math.exp(-1)), rel=1e-6)
+    assert metrics["accuracy"] == 1.0
+
+
+def test_objective_hidden_distill_needs_and_uses_teacher_embeddings():
+    q, cands, targets = _batch()
+    losses = LossesConfig.model_validate({"infonce": {"weight": 0.0}, "hidden_distill": {"weight": 1.0}})
+    with pytest.raises(ValueError, match="teacher embeddings"):
+        objective(q, cands, targets, losses, in_batch=False)
+    targets.teacher_queries = torch.zeros(2, 2)
+    targets.teacher_candidates = cands.clone()
+    total, metrics = objective(q, cands, targets, losses, in_batch=False)
+    assert total.item() == pytest.approx(0.5 * 2 / 6)  # queries differ by 1 in one of 2 dims; candidates match
+    assert metrics["loss_hidden_distill"] == pytest.approx(total.item())
+
+
+def test_stage_defaults_follow_nv_embed():
+    stage = StageConfig.model_validate(STAGE)
+    assert stage.in_batch_negatives and stage.num_negatives == 7 and stage.losses.infonce.weight == 1.0
