@@ -12,8 +12,10 @@ export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Ray 2.60 turns token auth on for a head when ~/.ray/auth_token exists; its CLI only sends the token in this mode
+export RAY_AUTH_MODE := token
 
-.PHONY: setup models test lint demo bench cluster-up cluster-down clean
+.PHONY: setup models test lint demo demo-smoke bench cluster-up cluster-down clean
 
 setup: $(STAMP)
 
@@ -41,8 +43,13 @@ test: models
 demo: models
 	$(BIN)/python -m embedforge.pipeline.demo configs/local.yaml
 
+# the foundation demo (models, local head, smoke job via `ray job submit`, head down)
+demo-smoke: models
+	cluster/local/demo_smoke.sh
+
 bench: models
-	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@for b in $(filter-out benchmarks/common.py,$(wildcard benchmarks/*.py)); do \
+		echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 cluster-up: setup
 	$(BIN)/embedforge cluster up

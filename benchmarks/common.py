@@ -39,12 +39,26 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, payload: dict[str, Any]) -> Path:
-    """Write `payload` (must hold "ratios" and "goals") to benchmarks/results/<name>.json."""
+def _check(name: str, payload: dict[str, Any]) -> None:
     missing = [key for key in ("ratios", "goals") if key not in payload]
     if missing:
         raise ValueError(f"benchmark result {name!r} lacks {missing}")
+    ratios, goals = payload["ratios"], payload["goals"]
+    if not isinstance(ratios, dict) or not all(isinstance(v, int | float) for v in ratios.values()):
+        raise ValueError(f"benchmark result {name!r}: 'ratios' must map names to numbers, got {ratios!r}")
+    if not isinstance(goals, dict):
+        raise ValueError(f"benchmark result {name!r}: 'goals' must map names to targets, got {goals!r}")
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    """Write `payload` to benchmarks/results/<name>.json. It must hold "ratios" (name -> number) and "goals"
+    (name -> target); "machine" and "date" are filled in when the payload does not carry them."""
+    _check(name, payload)
+    machine = payload.get("machine") or machine_info()
+    payload = {"name": name, "date": machine["date"], "machine": machine, **payload}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    tmp.replace(path)
     return path

@@ -24,17 +24,17 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_info, write_result  # noqa: E402
+from common import machine_info, write_result
 
-from embedforge.config.model import ModelConfig  # noqa: E402
-from embedforge.model import load_embedder, load_encoder  # noqa: E402
-from embedforge.model.quantize import cosine_agreement  # noqa: E402
-from embedforge.models.bundled import prepare  # noqa: E402
-from embedforge.paths import data_dir  # noqa: E402
+from embedforge.config.model import ModelConfig
+from embedforge.model import load_embedder, load_encoder
+from embedforge.model.quantize import cosine_agreement
+from embedforge.models.bundled import prepare
+from embedforge.paths import data_dir
 
 log = logging.getLogger("bench.encode")
 RESULTS = Path(__file__).resolve().parent / "results"

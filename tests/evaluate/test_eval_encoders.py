@@ -76,9 +76,9 @@ def test_http_encoder_matches_the_model_it_serves(server, tiny_encoder):
 
 def test_http_encoder_errors_are_clear(server):
     url, _ = server
-    with pytest.raises(RuntimeError, match="answered HTTP 422: .*input` rejected"):
+    with pytest.raises(RuntimeError, match=r"answered HTTP 422: .*input` rejected"):
         HTTPEncoder(url + "/v1/embeddings").encode_documents(["fail"])
-    with pytest.raises(ConnectionError, match="cannot reach http://127.0.0.1:9/v1/embeddings"):
+    with pytest.raises(ConnectionError, match=r"cannot reach http://127\.0\.0\.1:9/v1/embeddings"):
         HTTPEncoder("http://127.0.0.1:9").encode_documents(["x"])
     with pytest.raises(ValueError, match="needs an http"):
         HTTPEncoder("ftp://host")

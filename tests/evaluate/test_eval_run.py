@@ -58,7 +58,7 @@ def test_full_evaluation_of_the_tiny_model(ray_cluster, tiny_model_dir, shared_d
         assert set(info["scores"]) == {TRAINED, BASELINE}, task
         assert all(-1 <= s <= 1 for s in info["scores"].values()), task
     assert report["details"][TRAINED]["my_pairs"]["size"] == 8
-    assert report["details"][TRAINED]["trec_dl_msmarco_subset"]["metrics"]["num_queries"] == 24
+    assert report["details"][TRAINED]["trec_dl_msmarco_subset"]["metrics"]["num_queries"] == 6
     assert sorted(report["borda"].values()) and sum(report["borda"].values()) == len(report["tasks"])
     assert set(report["deltas"]) == {TRAINED}
     assert (run_dir / "evaluate" / "report.png").stat().st_size > 10_000

@@ -1,12 +1,14 @@
 """cluster up -> `ray job submit` the smoke job -> SUCCEEDED -> manifest present -> cluster down.
 
-The only test that uses the development head on 127.0.0.1:8265. It starts the head from an environment whose PATH
-lacks the venv, to check that the head still runs job drivers with this venv's python.
+The only test that uses the development head (dashboard on 127.0.0.1:8265; on a shared machine where another
+user's Ray already holds 8265, on a free port through EMBEDFORGE_DASHBOARD_PORT). It starts the head from an
+environment whose PATH lacks the venv, to check that the head still runs job drivers with this venv's python.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,32 +24,38 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def _embedforge(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "embedforge"), *args], capture_output=True, text=True, env=env, timeout=300)
+def _dashboard_port() -> int:
+    if local.head_running() or not local._listening(8265):
+        return 8265
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.mark.slow
-def test_cluster_up_submit_smoke_job_down(tmp_path):
-    bare_env = {**os.environ, "PATH": "/usr/bin:/bin", "RAY_USAGE_STATS_ENABLED": "0"}
-    bare_env.pop("RAY_ADDRESS", None)
-    already_up = local.dashboard_alive()
+def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch):
+    port = _dashboard_port()
+    url = f"http://127.0.0.1:{port}"
+    monkeypatch.setattr(local, "DASHBOARD_URL", url)
+    env = {**os.environ, "EMBEDFORGE_DASHBOARD_PORT": str(port), "RAY_AUTH_MODE": local.AUTH_MODE}
+    env.pop("RAY_ADDRESS", None)
+    bare_env = {**env, "PATH": "/usr/bin:/bin"}
+
+    def cli(*args: str, path_env: dict[str, str] = env) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, capture_output=True, text=True, env=path_env, cwd=REPO, timeout=400)
+
+    already_up = local.head_running()
     try:
-        up = _embedforge("cluster", "up", "--num-cpus", "2", env=bare_env)
+        up = cli(str(BIN / "embedforge"), "cluster", "up", "--num-cpus", "2", path_env=bare_env)
         assert up.returncode == 0, up.stderr
-        assert local.DASHBOARD_URL in up.stdout and local.dashboard_alive()
+        assert url in up.stdout and local.dashboard_alive() and local.head_running()
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
-        job = subprocess.run(
-            [str(BIN / "ray"), "job", "submit", "--address", local.DASHBOARD_URL, "--working-dir", ".",
-             "--submission-id", submission, "--", "python", "jobs/smoke.py", "--run-dir", str(run_dir),
-             "--dataset", "mrpc", "--split", "test"],
-            cwd=REPO, capture_output=True, text=True, timeout=400,
-            env={**os.environ, "PATH": f"{BIN}:/usr/bin:/bin", "RAY_AUTH_MODE": local.AUTH_MODE},
-        )
+        job = cli(str(BIN / "ray"), "job", "submit", "--address", url, "--working-dir", ".",
+                  "--submission-id", submission, "--", "python", "jobs/smoke.py", "--run-dir", str(run_dir),
+                  "--dataset", "mrpc", "--split", "test")
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
-        status = subprocess.run([str(BIN / "ray"), "job", "status", "--address", local.DASHBOARD_URL, submission],
-                                capture_output=True, text=True, timeout=60,
-                                env={**os.environ, "RAY_AUTH_MODE": local.AUTH_MODE})
+        status = cli(str(BIN / "ray"), "job", "status", "--address", url, submission)
         assert f"job '{submission}' succeeded" in (status.stdout + status.stderr).lower()
 
         manifest = read_manifest(run_dir / "smoke")
@@ -59,8 +67,8 @@ def test_cluster_up_submit_smoke_job_down(tmp_path):
         assert {e.task_type for e in examples} == {"pair"}
     finally:
         if not already_up:
-            down = _embedforge("cluster", "down", env=bare_env)
+            down = cli(str(BIN / "embedforge"), "cluster", "down", path_env=bare_env)
             assert down.returncode == 0, down.stderr
     if not already_up:
-        assert not local.dashboard_alive()
+        assert not local.head_running() and not local.dashboard_alive()
         assert local.head_processes() == []

@@ -1,7 +1,8 @@
 """A local Ray head for development, sized for the machine, with the dashboard on 127.0.0.1:8265.
 
-Stages call `connect()`: inside `ray job submit` (RAY_ADDRESS set) or next to a running head they join it;
-otherwise they start a private in-process cluster, so the same code runs in tests, scripts and jobs.
+Stages call `connect()`: inside `ray job submit` (RAY_ADDRESS set) or next to this project's running head (its
+GCS port answers) they join it; otherwise they start a private in-process cluster, so the same code runs in tests,
+scripts and jobs. EMBEDFORGE_DASHBOARD_PORT moves the dashboard when 8265 is taken.
 
 The head keeps its files in its own temp dir and listens on its own GCS port, so `down()` stops exactly its
 processes: other Ray clusters on the same machine (tests, other users) are left alone, unlike `ray stop`.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +26,7 @@ import psutil
 
 log = logging.getLogger(__name__)
 DASHBOARD_HOST = "127.0.0.1"
-DASHBOARD_PORT = 8265
+DASHBOARD_PORT = int(os.environ.get("EMBEDFORGE_DASHBOARD_PORT", "8265"))
 DASHBOARD_URL = f"http://{DASHBOARD_HOST}:{DASHBOARD_PORT}"
 HEAD_PORT = 6390  # not Ray's default 6379, so a head started by someone else is never mistaken for ours
 HEAD_ADDRESS = f"{DASHBOARD_HOST}:{HEAD_PORT}"
@@ -67,11 +69,37 @@ def dashboard_alive(timeout: float = 2.0) -> bool:
         return False
 
 
+def _listening(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((DASHBOARD_HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def head_running() -> bool:
+    """True when this project's head is up (its GCS port answers), whoever else uses Ray on the machine."""
+    return _listening(HEAD_PORT)
+
+
+def _port_owner(port: int) -> str:
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                return f"pid {conn.pid}: {' '.join(psutil.Process(conn.pid).cmdline())[:200]}"
+    except psutil.Error:
+        pass
+    return "an unknown process"
+
+
 def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
     """Start the local head (idempotent) and wait until the dashboard answers; returns the dashboard URL."""
-    if dashboard_alive():
+    if head_running() and dashboard_alive():
         log.info("Ray head already running, dashboard at %s", DASHBOARD_URL)
         return DASHBOARD_URL
+    if not head_running() and _listening(DASHBOARD_PORT):
+        raise RuntimeError(f"dashboard port {DASHBOARD_PORT} is taken by {_port_owner(DASHBOARD_PORT)}; stop it "
+                           "or choose another port with EMBEDFORGE_DASHBOARD_PORT")
     cmd = [
         _ray_bin(), "start", "--head",
         f"--port={HEAD_PORT}",
@@ -84,9 +112,10 @@ def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
         f"--dashboard-port={DASHBOARD_PORT}",
         "--disable-usage-stats",
     ]
-    log.info("starting Ray head: %s", " ".join(cmd))
     started = time.time()
-    subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
+    if not head_running():
+        log.info("starting Ray head: %s", " ".join(cmd))
+        subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
     while time.time() - started < wait_s:
         if dashboard_alive():
             log.info("Ray head up in %.0fs, dashboard at %s", time.time() - started, DASHBOARD_URL)
@@ -151,7 +180,7 @@ def connect(num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
-    elif dashboard_alive(timeout=0.5):
+    elif head_running():
         os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
         ray.init(address=HEAD_ADDRESS, log_to_driver=True)
     else:

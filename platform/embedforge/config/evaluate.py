@@ -39,6 +39,9 @@ class EvaluateConfig(Section):
     baselines: list[str] = Field(default_factory=list, description="model references evaluated beside the trained one")
     baseline_for_deltas: str | None = Field(None, description="a baselines entry, or 'trained'")
     max_examples_per_task: PositiveInt | None = 1000
+    max_queries_per_task: PositiveInt | None = Field(
+        None, description="retrieval / reranking: at most this many queries; None: max_examples_per_task"
+    )
     max_corpus_documents: PositiveInt | None = Field(
         None, description="retrieval: keep the judged documents of the kept queries plus a seeded sample of the "
                           "rest up to this many; None keeps the whole corpus"

@@ -19,7 +19,7 @@ from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
 from embedforge.evaluate.registry import build_task, selected_tasks
 from embedforge.evaluate.report import build_report, to_markdown, write_report
-from embedforge.evaluate.tasks import RetrievalTask, Task
+from embedforge.evaluate.tasks import RerankingTask, RetrievalTask, Task
 from embedforge.runs.stage import StageRun
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,8 @@ def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeCo
 
 def _limited(task: Task, config: EmbedforgeConfig) -> Task:
     ev = config.evaluate
-    task = task.limit(ev.max_examples_per_task, ev.seed)
+    per_query = isinstance(task, RetrievalTask | RerankingTask) and ev.max_queries_per_task is not None
+    task = task.limit(ev.max_queries_per_task if per_query else ev.max_examples_per_task, ev.seed)
     if isinstance(task, RetrievalTask):
         task = task.limit_corpus(ev.max_corpus_documents, ev.seed)
     return task

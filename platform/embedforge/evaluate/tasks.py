@@ -8,6 +8,7 @@ units (queries, groups, pairs or texts) so that a quick run stays small and two 
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -24,17 +25,19 @@ def _sample(items: list, n: int | None, seed: int) -> list:
 
 
 @dataclass
-class Task:
+class Task(ABC):
     name: str
     instruction: str
     family: ClassVar[str]
     main_metric: ClassVar[str]
 
+    @abstractmethod
     def size(self) -> int:
-        raise NotImplementedError
+        """Number of evaluation units (queries, groups, pairs or texts)."""
 
+    @abstractmethod
     def limit(self, n: int | None, seed: int = 0) -> Task:
-        raise NotImplementedError
+        """A copy with a seeded sample of at most n evaluation units (None: all)."""
 
 
 @dataclass

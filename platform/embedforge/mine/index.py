@@ -1,8 +1,8 @@
 """faiss inner-product index over L2-normalised teacher embeddings (recipe section 5).
 
 `exact` is a flat inner-product index (exact top-k); `ivf` (IVF-Flat, trained on a sample) and `hnsw` trade a
-little recall for speed on large corpora. With a visible GPU and `use_gpu: auto` the index moves to the GPUs.
-Vectors are added and queries searched in chunks, so the caller can stream them from a memory map.
+little recall for speed on large corpora. With a visible GPU and `use_gpu: auto` exact and IVF indexes move to
+the GPUs (faiss-gpu). Vectors are added in chunks, so the caller can stream them from a memory map.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def build_index(vectors: np.ndarray, config: MineConfig) -> faiss.Index:
         sample = _training_sample(vectors, nlist * 256)
         index.train(sample)
         index.nprobe = min(config.ivf_nprobe, nlist)
-    if config.use_gpu == "auto" and gpu_count() > 0:
+    if config.use_gpu == "auto" and config.index != "hnsw" and gpu_count() > 0:  # faiss has no GPU HNSW
         index = faiss.index_cpu_to_all_gpus(index)
     for start in range(0, n, ADD_CHUNK):
         index.add(np.ascontiguousarray(vectors[start : start + ADD_CHUNK], dtype=np.float32))

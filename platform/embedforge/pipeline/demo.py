@@ -93,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     started = time.time()
+    config_path = Path(args.config)
+    if not config_path.is_absolute() and not config_path.exists():
+        config_path = REPO_ROOT / config_path  # `make demo` names configs relative to the repository
+    config_path = config_path.resolve()
     try:
-        config = load_config(
-            REPO_ROOT / args.config if not Path(args.config).is_absolute() else args.config, args.overrides
-        )
+        config = load_config(config_path, args.overrides)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return 1
@@ -114,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     _say("starting the local Ray head", started)
     dashboard = local.up()
     print(f"  dashboard: {dashboard}  (Jobs tab: the pipeline's log; Train / Serve tabs: the stages)")
-    _say(f"submitting the pipeline job ({args.config}, run dir {run_dir})", started)
+    _say(f"submitting the pipeline job ({config_path.name}, run dir {run_dir})", started)
     extra = [arg for item in args.overrides for arg in ("--set", item)]
-    code = submit_pipeline(dashboard, str(args.config), run_dir, extra)
+    code = submit_pipeline(dashboard, str(config_path), run_dir, extra)
     if code != 0:
         print(
             f"\nthe pipeline job failed (exit {code}); its log is above and in the dashboard, "

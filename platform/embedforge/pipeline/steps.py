@@ -57,10 +57,14 @@ def served_model(config: EmbedforgeConfig, run_dir: Path) -> str:
     return config.serve.model or str(export_dir(run_dir, "merged"))
 
 
+def _trains(config: EmbedforgeConfig) -> bool:
+    return config.train.enabled and bool(config.train.stages)
+
+
 def comparison_models(config: EmbedforgeConfig) -> list[str]:
     """Trained model (evaluation's name for run_dir/train/model), untrained backbone, every model-backed
     teacher, then the configured baselines; no repeats."""
-    refs = [TRAINED] if config.train.enabled else []
+    refs = [TRAINED] if _trains(config) else []
     refs.append(config.model.backbone)
     refs += [t.model for t in config.mine.teachers if t.model and config.mine.enabled]
     refs += config.evaluate.baselines
@@ -102,18 +106,13 @@ def _deploy(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
     return {"endpoint": url, "model": model, "probe": probe_endpoint(url, config)}
 
 
-def _trains(config: EmbedforgeConfig) -> bool:
-    return config.train.enabled and bool(config.train.stages)
-
-
 def default_steps() -> list[Step]:
-    trains = _trains
     return [
         Step("synth", "synthesize training data (vLLM on Ray Data)", lambda c: c.synth.enabled, _synth),
         Step("mine", "mine hard negatives (teachers + faiss on Ray Data)", lambda c: c.mine.enabled, _mine),
-        Step("train", "train the embedder, both stages (Ray Train)", trains, _train),
+        Step("train", "train the embedder, both stages (Ray Train)", _trains, _train),
         Step("evaluate", "evaluate trained vs untrained base vs teacher", lambda c: c.evaluate.enabled, _evaluate),
-        Step("export", "check the merged and sentence-transformers exports", trains, _export),
+        Step("export", "check the merged and sentence-transformers exports", _trains, _export),
         Step("deploy", "deploy the exported embedder (Ray Serve)", lambda c: True, _deploy),
     ]
 

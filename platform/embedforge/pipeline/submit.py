@@ -1,8 +1,14 @@
-"""Submit the pipeline to a Ray cluster with `ray job submit`, streaming the job's log until it ends."""
+"""Submit the pipeline to a Ray cluster with `ray job submit`, follow the job's log, and report how it ended.
+
+A head that has just started may answer on its dashboard before its job agent is up ("No available agent to
+submit job"); the submission is retried for a while in that case only.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import shlex
 import subprocess
 import sys
@@ -14,26 +20,33 @@ from embedforge.cluster.local import _ray_bin
 from embedforge.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
+AGENT_NOT_READY = "No available agent"
 
 
 def pipeline_command(
-    address: str,
-    config_path: str,
-    run_dir: Path,
-    extra_args: Sequence[str] = (),
-    submission_id: str | None = None,
+    address: str, config_path: str, run_dir: Path, extra_args: Sequence[str], submission_id: str
 ) -> list[str]:
-    """The `ray job submit` command line: the repository as working dir, this venv's python as the driver."""
-    submission_id = submission_id or f"embedforge-pipeline-{int(time.time())}"
+    """`ray job submit --no-wait`: the repository as working dir, this venv's python as the job's driver."""
     return [
-        _ray_bin(), "job", "submit",
+        _ray_bin(), "job", "submit", "--no-wait",
         "--address", address,
         "--working-dir", str(REPO_ROOT),
         "--submission-id", submission_id,
+        "--metadata-json", json.dumps({"embedforge_config": config_path, "run_dir": str(Path(run_dir).resolve())}),
         "--",
         sys.executable, "jobs/pipeline.py", config_path, "--run-dir", str(Path(run_dir).resolve()),
         *extra_args,
     ]  # fmt: skip
+
+
+def job_status(address: str, submission_id: str, env: dict[str, str] | None = None) -> str:
+    """SUCCEEDED, FAILED, STOPPED, RUNNING, PENDING, from `ray job status`."""
+    cmd = [_ray_bin(), "job", "status", "--address", address, submission_id]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    found = re.search(r"Status for job '[^']+': (\w+)", out.stdout + out.stderr)
+    if not found:
+        raise RuntimeError(f"`{shlex.join(cmd)}` gave no status:\n{out.stdout}{out.stderr}")
+    return found.group(1)
 
 
 def submit_pipeline(
@@ -41,10 +54,27 @@ def submit_pipeline(
     config_path: str,
     run_dir: Path,
     extra_args: Sequence[str] = (),
-    submission_id: str | None = None,
     env: dict[str, str] | None = None,
+    agent_wait_s: float = 180.0,
 ) -> int:
-    """Run `ray job submit` and stream its output here; returns its exit code (0 only if the job SUCCEEDED)."""
+    """Submit, stream the job's log here until it ends; 0 only if the job SUCCEEDED."""
+    submission_id = f"embedforge-pipeline-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = pipeline_command(address, config_path, run_dir, extra_args, submission_id)
     log.info("$ %s", shlex.join(cmd))
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=env, check=False).returncode
+    deadline = time.monotonic() + agent_wait_s
+    while True:
+        out = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+        if out.returncode == 0:
+            break
+        if AGENT_NOT_READY in out.stdout + out.stderr and time.monotonic() < deadline:
+            log.info("the head's job agent is not up yet; submitting again in 5s")
+            time.sleep(5)
+            continue
+        sys.stderr.write(out.stdout + out.stderr)
+        return out.returncode
+    log.info("job %s submitted; following its log (also in the dashboard's Jobs tab)", submission_id)
+    logs = [_ray_bin(), "job", "logs", "--follow", "--address", address, submission_id]
+    subprocess.run(logs, env=env, check=False)
+    status = job_status(address, submission_id, env)
+    log.info("job %s %s", submission_id, status)
+    return 0 if status == "SUCCEEDED" else 1

@@ -46,11 +46,16 @@ async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResp
     return error_response(APIError(err.status_code, message))
 
 
-@api.exception_handler(Exception)
-async def _unexpected(_: Request, err: Exception) -> JSONResponse:
+def internal_error(err: Exception) -> JSONResponse:
+    """Log the stack trace under a request id; the client gets only the id."""
     request_id = uuid.uuid4().hex[:12]
     log.error("request %s failed", request_id, exc_info=err)
     return error_response(APIError(500, f"internal error (request id {request_id})"))
+
+
+@api.exception_handler(Exception)
+async def _unexpected(_: Request, err: Exception) -> JSONResponse:
+    return internal_error(err)
 
 
 @serve.deployment
@@ -92,11 +97,9 @@ class EmbeddingDeployment:
         except APIError as err:
             status = err.status
             return error_response(err)
-        except Exception:
+        except Exception as err:
             status = 500
-            request_id = uuid.uuid4().hex[:12]
-            log.exception("request %s failed", request_id)
-            return error_response(APIError(500, f"internal error (request id {request_id})"))
+            return internal_error(err)
         finally:
             self.metrics.request(status, time.perf_counter() - started, tokens)
 

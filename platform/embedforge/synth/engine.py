@@ -77,7 +77,10 @@ def generate(
     keys: list[str],
     temperature: float | None = None,
 ) -> list[Generation]:
-    """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt."""
+    """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt.
+
+    Guided output is compact JSON: with free whitespace allowed, small models pad between tokens until max_tokens.
+    """
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -85,7 +88,11 @@ def generate(
         return []
     params = []
     for schema, budget, key in zip(schemas, max_tokens, keys, strict=True):
-        guided = StructuredOutputsParams(json=json.dumps(schema)) if schema is not None and settings.guided else None
+        guided = (
+            StructuredOutputsParams(json=json.dumps(schema), disable_any_whitespace=True)
+            if schema is not None and settings.guided
+            else None
+        )
         params.append(
             SamplingParams(
                 temperature=settings.temperature if temperature is None else temperature,

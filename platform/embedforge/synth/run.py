@@ -75,7 +75,8 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
     )
     judge_settings = JudgeSettings(judge.enabled, judge.model, judge.max_tokens, judge.note_chars)
     ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True
+    previous_order = ctx.execution_options.preserve_order
+    ctx.execution_options.preserve_order = True  # shards finish in order: deduplication is reproducible
     blocks = max(1, -(-len(rows) // gen.batch_size))
     ds = ray.data.from_items(rows, override_num_blocks=blocks)
     gpus = gen.num_gpus_per_engine * gen.tensor_parallel_size
@@ -87,7 +88,10 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
         num_cpus=gen.cpus_per_engine,
         **({"num_gpus": gpus} if gpus > 0 else {}),
     )
-    yield from ds.iter_rows()
+    try:
+        yield from ds.iter_rows()
+    finally:
+        ctx.execution_options.preserve_order = previous_order
 
 
 def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[str]], dict[str, int]]:

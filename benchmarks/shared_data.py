@@ -1,0 +1,138 @@
+"""Reading the shared data: embedforge's readers vs pandas, on every tab-separated file, in one run.
+
+MANIFEST.md warns that several TSV files use no quoting but contain `"`: pandas' default quoting silently merges
+or splits rows there. This measures, per file, the rows each reader returns against the MANIFEST counts and the
+time it takes (best of a few rounds), then the conversion of every shared dataset into training examples.
+Writes benchmarks/results/shared_data.json and shared_data.png.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, machine_info, write_result
+
+from embedforge.config.data import DataSource
+from embedforge.data.shared import SHARED_DATASETS
+from embedforge.data.sources import convert_source
+from embedforge.paths import data_dir
+
+# (shared dataset, split, file, MANIFEST rows, pandas header row or None)
+FILES = [
+    ("stsb", "train", "stsb/sts-train.csv", 5749, None),
+    ("sick", "all", "sick/sick_train_trial.tsv", 5000, 0),
+    ("snli", "dev", "snli/dev.tsv", 9842, 0),
+    ("mrpc", "train", "mrpc/train.tsv", 4076, 0),
+    ("twitter_semeval2015", "dev", "twitter_semeval2015/dev_binary.tsv", 4142, 0),
+    ("wikiqa", "train", "wikiqa/train.tsv", 8672, 0),
+    ("amazon_counterfactual", "ext_train", "amazon_counterfactual/EN-ext_train.tsv", 8000, 0),
+]
+ROUNDS = 3
+
+
+def _best(fn) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def _rows(records) -> int:
+    return sum(len(g.positives) + len(g.negatives) for g in records) if records and hasattr(records[0], "positives") \
+        else len(records)
+
+
+def _pandas(path: Path, header: int | None, quoting: int) -> int:
+    try:
+        return len(pd.read_csv(path, sep="\t", header=header, quoting=quoting, on_bad_lines="skip",
+                               engine="python" if quoting == csv.QUOTE_MINIMAL else "c"))
+    except (pd.errors.ParserError, ValueError):
+        return -1
+
+
+def main() -> int:
+    root = data_dir()
+    files = {}
+    for name, split, rel, expected, header in FILES:
+        ours_s, records = _best(lambda n=name, s=split: SHARED_DATASETS[n].read(s, root))
+        default_s, default_rows = _best(lambda r=rel, h=header: _pandas(root / r, h, csv.QUOTE_MINIMAL))
+        none_s, none_rows = _best(lambda r=rel, h=header: _pandas(root / r, h, csv.QUOTE_NONE))
+        files[rel] = {
+            "manifest_rows": expected,
+            "embedforge": {"rows": _rows(records), "seconds": round(ours_s, 4)},
+            "pandas_default_quoting": {"rows": default_rows, "seconds": round(default_s, 4)},
+            "pandas_quote_none": {"rows": none_rows, "seconds": round(none_s, 4)},
+        }
+        print(f"{rel:45s} manifest {expected:6d}  embedforge {_rows(records):6d} in {ours_s:.3f}s  "
+              f"pandas default {default_rows:6d}  pandas QUOTE_NONE {none_rows:6d} in {none_s:.3f}s", flush=True)
+
+    conversion = {}
+    for name in SHARED_DATASETS:
+        started = time.perf_counter()
+        converted = convert_source(DataSource(name=name, kind="shared", path=name))
+        seconds = time.perf_counter() - started
+        conversion[name] = {"examples": len(converted.examples), "seconds": round(seconds, 3),
+                            "examples_per_s": round(len(converted.examples) / seconds), "drops": dict(converted.drops)}
+        print(f"convert {name:28s} {len(converted.examples):6d} examples in {seconds:.2f}s", flush=True)
+
+    exact = lambda key: sum(f[key]["rows"] == f["manifest_rows"] for f in files.values()) / len(files)  # noqa: E731
+    ratios = {
+        "files_with_exact_rows_embedforge": exact("embedforge"),
+        "files_with_exact_rows_pandas_default": exact("pandas_default_quoting"),
+        "files_with_exact_rows_pandas_quote_none": exact("pandas_quote_none"),
+        "read_time_embedforge_vs_pandas_quote_none": sum(f["embedforge"]["seconds"] for f in files.values())
+        / sum(f["pandas_quote_none"]["seconds"] for f in files.values()),
+    }
+    goals = {
+        "files_with_exact_rows_embedforge": {
+            "target": "== 1.0", "met": ratios["files_with_exact_rows_embedforge"] == 1,
+        },
+        "read_time_embedforge_vs_pandas_quote_none": {
+            "target": "<= 10.0 (pure-Python readers that validate every line and build records, vs a C parser)",
+            "met": ratios["read_time_embedforge_vs_pandas_quote_none"] <= 10.0,
+        },
+    }
+    _plot(files, RESULTS / "shared_data.png")
+    path = write_result("shared_data", {
+        "benchmark": "shared_data", "machine": machine_info(), "settings": {"rounds": ROUNDS, "data_dir": str(root)},
+        "raw": {"files": files, "conversion": conversion}, "ratios": ratios, "goals": goals,
+    })
+    print(f"ratios: {ratios}\nwritten: {path}")
+    return 0
+
+
+def _plot(files: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [Path(rel).parent.name for rel in files]
+    keys = [("embedforge", "embedforge"), ("pandas_default_quoting", "pandas default"),
+            ("pandas_quote_none", "pandas QUOTE_NONE")]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    width = 0.27
+    for i, (key, label) in enumerate(keys):
+        values = [f[key]["rows"] / f["manifest_rows"] for f in files.values()]
+        ax.bar([x + (i - 1) * width for x in range(len(names))], values, width, label=label)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(names)), names, rotation=20)
+    ax.set_ylabel("rows read / MANIFEST rows")
+    ax.set_title("Shared TSV files: rows read per reader (1.0 = exact)")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""benchmarks/common.py: machine description and result files with ratios and goals."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def common(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("bench_common", REPO / "benchmarks" / "common.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    return module
+
+
+def test_machine_info_describes_the_machine(common):
+    info = common.machine_info()
+    assert info["cores"] >= 1 and info["memory_gib"] > 0 and info["cpu_model"]
+    assert info["date"][:2] == "20"
+
+
+def test_write_result_adds_machine_and_date(common, tmp_path):
+    path = common.write_result("toy", {"raw": {"ours_s": 1.0, "baseline_s": 2.0}, "ratios": {"speedup": 2.0},
+                                       "goals": {"speedup": {"target": ">= 1.5", "met": True}}})
+    assert path == tmp_path / "toy.json"
+    result = json.loads(path.read_text())
+    assert result["ratios"] == {"speedup": 2.0} and result["goals"]["speedup"]["met"] is True
+    assert result["machine"]["cores"] >= 1 and result["date"] == result["machine"]["date"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"goals": {}}, r"lacks \['ratios'\]"),
+        ({"ratios": {"x": "fast"}, "goals": {}}, "'ratios' must map names to numbers"),
+        ({"ratios": {}, "goals": ["x"]}, "'goals' must map names to targets"),
+    ],
+)
+def test_write_result_rejects_incomplete_payloads(common, payload, message):
+    with pytest.raises(ValueError, match=message):
+        common.write_result("bad", payload)
