@@ -68,7 +68,7 @@ def run_naive_server(port: int) -> None:
     """The baseline: FastAPI + uvicorn, one request at a time (the encode blocks the event loop), no batching."""
     import torch
     import uvicorn
-    from fastapi import FastAPI, Request
+    from fastapi import Body, FastAPI
 
     from embedforge.model import load_encoder
 
@@ -77,8 +77,7 @@ def run_naive_server(port: int) -> None:
     app = FastAPI()
 
     @app.post("/v1/embeddings")
-    async def embeddings(request: Request) -> dict:
-        body = await request.json()
+    async def embeddings(body: dict = Body(...)) -> dict:  # noqa: B008 - FastAPI's way to take the JSON body
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         vectors = encoder.encode_documents(texts)
         return {
@@ -155,7 +154,11 @@ class Server:
         log.info("starting %s: %s", self.name, " ".join(self.cmd))
         with self.log_path.open("wb") as out:
             self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout_s=600)
+        try:
+            self._wait_ready(timeout_s=600)
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def _wait_ready(self, timeout_s: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -83,7 +84,6 @@ def test_nothing_to_evaluate_and_unknown_baseline_fail_clearly(tiny_config, tmp_
 def test_cli_reports_config_errors(tmp_path, capsys):
     from embedforge.cli.main import main
 
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("evaluate:\n  tasks: []\n")
-    assert main(["eval", str(bad), "--run-dir", str(tmp_path / "run")]) == 1
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    assert main(["eval", str(tiny), "--run-dir", str(tmp_path / "run"), "--set", "evaluate.tasks=[]"]) == 1
     assert "evaluate.tasks is empty" in capsys.readouterr().err

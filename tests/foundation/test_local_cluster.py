@@ -3,6 +3,7 @@
 The only test that uses the development head (dashboard on 127.0.0.1:8265; on a shared machine where another
 user's Ray already holds 8265, on a free port through EMBEDFORGE_DASHBOARD_PORT). It starts the head from an
 environment whose PATH lacks the venv, to check that the head still runs job drivers with this venv's python.
+A private cluster (the `ray_cluster` fixture) runs throughout and must survive `cluster down`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ BIN = Path(sys.executable).parent
 
 
 def _dashboard_port() -> int:
-    if local.head_running() or not local._listening(8265):
+    if local.head_running() or not local.port_owner(8265):
         return 8265
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -33,7 +34,7 @@ def _dashboard_port() -> int:
 
 
 @pytest.mark.slow
-def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch):
+def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
     port = _dashboard_port()
     url = f"http://127.0.0.1:{port}"
     monkeypatch.setattr(local, "DASHBOARD_URL", url)
@@ -72,3 +73,9 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch):
     if not already_up:
         assert not local.head_running() and not local.dashboard_alive()
         assert local.head_processes() == []
+
+    @ray_cluster.remote
+    def still_alive() -> int:
+        return 1
+
+    assert ray_cluster.get(still_alive.remote(), timeout=120) == 1  # `cluster down` spared this private cluster

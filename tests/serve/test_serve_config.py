@@ -61,7 +61,7 @@ def test_keys_env_must_exist(monkeypatch):
 def test_model_resolution_errors(tmp_path):
     with pytest.raises(ValueError, match="no model to serve"):
         resolve_model(ServeConfig(), None, None)
-    with pytest.raises(ValueError, match="no trained model at .*train/model"):
+    with pytest.raises(ValueError, match=r"no trained model at .*train/model"):
         resolve_model(ServeConfig(), None, tmp_path)
     (tmp_path / "train" / "model").mkdir(parents=True)
     assert resolve_model(ServeConfig(), None, tmp_path) == str(tmp_path / "train" / "model")

@@ -82,27 +82,48 @@ def head_running() -> bool:
     return _listening(HEAD_PORT)
 
 
-def _port_owner(port: int) -> str:
-    try:
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((DASHBOARD_HOST, 0))
+        return sock.getsockname()[1]
+
+
+def port_owner(port: int) -> str:
+    """'pid N: command' of the process listening on `port` on any interface, or "" when none is."""
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
+            try:
                 return f"pid {conn.pid}: {' '.join(psutil.Process(conn.pid).cmdline())[:200]}"
-    except psutil.Error:
-        pass
-    return "an unknown process"
+            except (psutil.Error, ValueError):
+                return f"pid {conn.pid}"
+    return ""
+
+
+def _wait(ready, what: str, wait_s: float) -> None:
+    started = time.time()
+    while time.time() - started < wait_s:
+        if ready():
+            log.info("%s ready in %.0fs", what, time.time() - started)
+            return
+        time.sleep(1.0)
+    raise TimeoutError(f"{what} not ready within {wait_s:.0f}s")
 
 
 def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
-    """Start the local head (idempotent) and wait until the dashboard answers; returns the dashboard URL."""
-    if head_running() and dashboard_alive():
-        log.info("Ray head already running, dashboard at %s", DASHBOARD_URL)
+    """Start the local head (idempotent) and wait until it accepts jobs; returns the dashboard URL."""
+    if head_running():
+        _wait(dashboard_alive, f"Ray head (already running), dashboard at {DASHBOARD_URL}", wait_s)
         return DASHBOARD_URL
-    if not head_running() and _listening(DASHBOARD_PORT):
-        raise RuntimeError(f"dashboard port {DASHBOARD_PORT} is taken by {_port_owner(DASHBOARD_PORT)}; stop it "
-                           "or choose another port with EMBEDFORGE_DASHBOARD_PORT")
+    owner = port_owner(DASHBOARD_PORT)
+    if owner:
+        raise RuntimeError(f"dashboard port {DASHBOARD_PORT} is taken ({owner}); stop it or choose another port "
+                           "with EMBEDFORGE_DASHBOARD_PORT")
+    agent_port = _free_port()  # Ray's fixed default (52365) clashes with any other Ray on the machine
     cmd = [
         _ray_bin(), "start", "--head",
         f"--port={HEAD_PORT}",
+        f"--dashboard-agent-listen-port={agent_port}",
+        f"--ray-client-server-port={_free_port()}",
         f"--node-ip-address={DASHBOARD_HOST}",
         f"--temp-dir={head_temp_dir()}",
         f"--num-cpus={num_cpus or os.cpu_count() or 1}",
@@ -112,16 +133,12 @@ def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
         f"--dashboard-port={DASHBOARD_PORT}",
         "--disable-usage-stats",
     ]
-    started = time.time()
-    if not head_running():
-        log.info("starting Ray head: %s", " ".join(cmd))
-        subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
-    while time.time() - started < wait_s:
-        if dashboard_alive():
-            log.info("Ray head up in %.0fs, dashboard at %s", time.time() - started, DASHBOARD_URL)
-            return DASHBOARD_URL
-        time.sleep(1.0)
-    raise TimeoutError(f"Ray dashboard did not answer at {DASHBOARD_URL} within {wait_s:.0f}s")
+    log.info("starting Ray head: %s", " ".join(cmd))
+    subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
+    # jobs are accepted once the head's dashboard agent serves HTTP, which can trail the dashboard
+    _wait(lambda: dashboard_alive() and bool(port_owner(agent_port)), f"Ray head, dashboard at {DASHBOARD_URL}",
+          wait_s)
+    return DASHBOARD_URL
 
 
 def _is_head_process(cmdline: list[str], temp_dir: str) -> bool:

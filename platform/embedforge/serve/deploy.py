@@ -3,6 +3,11 @@
 Deployment options come from `serve:` in the config: replica resources, `max_ongoing_requests` and
 `max_queued_requests` (backpressure: Serve answers 503 once the queue is full instead of hanging), and the
 autoscaling policy (min/max replicas, target ongoing requests per replica, upscale/downscale delays).
+
+Throughput: Ray Serve's documented throughput mode is a cluster environment setting, not a deployment option.
+Export `RAY_SERVE_THROUGHPUT_OPTIMIZED=1 RAY_SERVE_ENABLE_DIRECT_INGRESS=0` where Ray starts (before `ray start`,
+in the RayService pods' env) to keep the HTTP proxy but run user code and the router on the main event loop with
+gRPC to replicas; benchmarks/serve.py measures both settings.
 """
 
 from __future__ import annotations

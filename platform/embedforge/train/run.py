@@ -16,10 +16,10 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.runs.stage import StageRun, read_manifest
-from embedforge.train.checkpoint import STATE, load_weights, read_state
+from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
-from embedforge.train.worker import EXAMPLES, METRICS_CSV, stage_bounds, train_loop_per_worker
+from embedforge.train.worker import EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
 STAGE = "train"
@@ -48,17 +48,10 @@ def _inputs(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Path]:
     return inputs
 
 
-def latest_checkpoint(storage: Path, config_hash: str) -> Path | None:
-    """The checkpoint with the most steps under `storage` written for this config (to resume a stopped run)."""
-    best: tuple[int, Path] | None = None
-    for state_file in storage.glob(f"**/checkpoint-step*/{STATE}"):
-        state = read_state(state_file.parent)
-        if state.config_hash == config_hash and (best is None or state.global_step > best[0]):
-            best = (state.global_step, state_file.parent)
-    return best[1] if best else None
-
-
-def _trainer(config: EmbedforgeConfig, stage: StageRun, examples: dict, resume: Path | None):
+def make_trainer(
+    config: EmbedforgeConfig, out_dir: Path, config_hash: str, examples: dict, resume: Path | None = None
+) -> Any:
+    """The `TorchTrainer` for `config`, writing checkpoints and metrics under `out_dir`."""
     import ray.data
     from ray.train import Checkpoint, CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -70,8 +63,8 @@ def _trainer(config: EmbedforgeConfig, stage: StageRun, examples: dict, resume: 
         train_loop_per_worker,
         train_loop_config={
             "config": config.model_dump(mode="json"),
-            "config_hash": stage.config_hash,
-            "out_dir": str(stage.dir),
+            "config_hash": config_hash,
+            "out_dir": str(out_dir),
             "threads": max(1, int(train.cpus_per_worker)),
         },
         torch_config=TorchConfig(backend=backend),
@@ -79,8 +72,8 @@ def _trainer(config: EmbedforgeConfig, stage: StageRun, examples: dict, resume: 
             num_workers=train.num_workers, use_gpu=train.use_gpu, resources_per_worker=_resources(config)
         ),
         run_config=RunConfig(
-            name=f"train-{stage.config_hash}",
-            storage_path=str(stage.dir / "ray"),
+            name=f"train-{config_hash}",
+            storage_path=str(out_dir / RAY_DIR),
             failure_config=FailureConfig(max_failures=train.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
         ),
@@ -126,10 +119,10 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     examples, origin = load_training_examples(config, run_dir)
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     stage.start()
-    resume = latest_checkpoint(stage.dir / "ray", digest)
+    resume = latest_checkpoint(stage.dir / RAY_DIR, digest)
     if resume is not None:
         log.info("train: resuming from %s", resume)
-    trainer = _trainer(config, stage, examples, resume)
+    trainer = make_trainer(config, stage.dir, digest, examples, resume)
     result = trainer.fit()
     stage.time("fit", trainer_seconds(stage.dir))
     if result.checkpoint is None:

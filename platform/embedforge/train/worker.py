@@ -28,7 +28,14 @@ from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.model import load_embedder
 from embedforge.train.batching import Batch, StagePlan
-from embedforge.train.checkpoint import TrainState, load_optimizer, load_weights, read_state, save_checkpoint
+from embedforge.train.checkpoint import (
+    TrainState,
+    latest_checkpoint,
+    load_optimizer,
+    load_weights,
+    read_state,
+    save_checkpoint,
+)
 from embedforge.train.gradcache import gradcache_step, plain_step
 from embedforge.train.inputs import Encoder, batch_inputs, batch_targets
 from embedforge.train.metrics import Progress, append_row
@@ -40,6 +47,7 @@ log = logging.getLogger(__name__)
 EXAMPLES = "examples"
 METRICS_CSV = "metrics.csv"
 ATTEMPTS = "attempts.jsonl"
+RAY_DIR = "ray"  # Ray Train storage (checkpoints) inside the stage folder
 
 
 def stage_bounds(stages: list[StageConfig]) -> list[tuple[int, int]]:
@@ -94,14 +102,20 @@ def _world_pids(rank: int, world: int) -> list[int]:
     return pids
 
 
-def _restore(checkpoint: ray.train.Checkpoint | None, config_hash: str) -> Path | None:
-    if checkpoint is None:
-        return None
-    local = Path(tempfile.mkdtemp(prefix="embedforge-resume-"))
-    checkpoint.to_directory(str(local))
-    state = read_state(local)
-    if state.config_hash != config_hash:
-        raise ValueError(f"checkpoint {checkpoint.path} is from config {state.config_hash}, not {config_hash}")
+def _restore(checkpoint: ray.train.Checkpoint | None, out_dir: Path, config_hash: str) -> Path | None:
+    """A local copy of the newest checkpoint: Ray Train's, or a newer one already persisted in storage."""
+    local = None
+    if checkpoint is not None:
+        local = Path(tempfile.mkdtemp(prefix="embedforge-resume-"))
+        checkpoint.to_directory(str(local))
+        state = read_state(local)
+        if state.config_hash != config_hash:
+            raise ValueError(f"checkpoint {checkpoint.path} is from config {state.config_hash}, not {config_hash}")
+    stored = latest_checkpoint(out_dir / RAY_DIR, config_hash)
+    if stored is not None and (local is None or read_state(stored).global_step > read_state(local).global_step):
+        log.info("resuming from %s (newer than the checkpoint Ray Train registered)", stored)
+        local = Path(tempfile.mkdtemp(prefix="embedforge-resume-"))
+        shutil.copytree(stored, local, dirs_exist_ok=True)
     return local
 
 
@@ -159,6 +173,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     bounds = stage_bounds(train.stages)
     total = bounds[-1][1]
 
+    torch.manual_seed(train.seed)  # the same fresh adapters on every attempt
     embedder = build_trainable(config)
     device = ray.train.torch.get_device()
     embedder.to(device)
@@ -168,7 +183,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         module = DistributedDataParallel(embedder, device_ids=[device] if device.type == "cuda" else None)
     runner = StepRunner(Encoder(embedder, module), module, train, use_bf16(train, device), load_teacher(config, device))
 
-    resume_dir = _restore(ray.train.get_checkpoint(), config_hash)
+    resume_dir = _restore(ray.train.get_checkpoint(), out_dir, config_hash)
     state = read_state(resume_dir) if resume_dir else None
     if resume_dir:
         load_weights(resume_dir, embedder)
