@@ -30,22 +30,19 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 REPO = Path(__file__).resolve().parents[1]
-INSTRUCTION = "Given a question, retrieve Wikipedia passages that answer the question"
 NEGATIVES, CANDIDATES, MARGIN = 7, 30, 0.95
 
 
 def _config(max_examples: int, cache: Path, actors: int):
-    from embedforge.config import load_config
+    """configs/local.yaml with its WikiQA source capped and the mine section set for the comparison."""
+    import yaml
 
-    source = {
-        "name": "wikiqa",
-        "kind": "shared",
-        "path": "wikiqa",
-        "split": "train",
-        "task_type": "retrieval",
-        "max_examples": max_examples,
-        "instruction": INSTRUCTION,
-    }
+    from embedforge.config import config_from_dict
+
+    data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    for source in data["data"]["sources"]:
+        if source["name"] == "wikiqa":
+            source["max_examples"] = max_examples
     teacher = {
         "kind": "sentence_transformers",
         "model": "bundled:all-minilm-l6-v2",
@@ -53,17 +50,15 @@ def _config(max_examples: int, cache: Path, actors: int):
         "concurrency": actors,
         "num_cpus": 1,
     }
-    return load_config(
-        REPO / "configs" / "local.yaml",
-        [
-            f"data.sources={json.dumps([source])}",
-            f"mine.teachers={json.dumps([teacher])}",
-            f"mine.selection={{margin_type: perc_pos, margin: {MARGIN}, num_negatives: {NEGATIVES}, "
-            f"candidate_k: {CANDIDATES}, sampling: top}}",
-            "mine.sources=[wikiqa]",
-            f"mine.cache_dir={cache}",
-        ],
-    )
+    selection = {
+        "margin_type": "perc_pos",
+        "margin": MARGIN,
+        "num_negatives": NEGATIVES,
+        "candidate_k": CANDIDATES,
+        "sampling": "top",
+    }
+    data["mine"] = {"teachers": [teacher], "selection": selection, "sources": ["wikiqa"], "cache_dir": str(cache)}
+    return config_from_dict(data, "benchmarks/mine.py")
 
 
 def worker_embedforge(args: argparse.Namespace, out: Path) -> None:
@@ -98,7 +93,8 @@ def worker_st(args: argparse.Namespace, out: Path) -> None:
     from embedforge.paths import resolve_model
 
     torch.set_num_threads(2)
-    source = _config(args.max_examples, out.parent / "cache", args.actors).data.sources[0]
+    config = _config(args.max_examples, out.parent / "cache", args.actors)
+    [source] = [s for s in config.data.sources if s.name == "wikiqa"]
     examples = load_source(source)
     corpus = build_pools(examples)[0].corpus  # the same corpus embedforge mines: positives + negatives
     started = time.perf_counter()

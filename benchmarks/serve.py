@@ -216,7 +216,7 @@ async def closed_loop(
             except (aiohttp.ClientError, TimeoutError):
                 ok = False
             done = time.perf_counter()
-            if sent >= measure_from and done <= stop_at:
+            if measure_from <= done <= stop_at:  # answers completed inside the measured window
                 if ok:
                     latencies.append(done - sent)
                 else:

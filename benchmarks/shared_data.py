@@ -46,14 +46,25 @@ def _best(fn) -> tuple[float, object]:
 
 
 def _rows(records) -> int:
-    return sum(len(g.positives) + len(g.negatives) for g in records) if records and hasattr(records[0], "positives") \
+    return (
+        sum(len(g.positives) + len(g.negatives) for g in records)
+        if records and hasattr(records[0], "positives")
         else len(records)
+    )
 
 
 def _pandas(path: Path, header: int | None, quoting: int) -> int:
     try:
-        return len(pd.read_csv(path, sep="\t", header=header, quoting=quoting, on_bad_lines="skip",
-                               engine="python" if quoting == csv.QUOTE_MINIMAL else "c"))
+        return len(
+            pd.read_csv(
+                path,
+                sep="\t",
+                header=header,
+                quoting=quoting,
+                on_bad_lines="skip",
+                engine="python" if quoting == csv.QUOTE_MINIMAL else "c",
+            )
+        )
     except (pd.errors.ParserError, ValueError):
         return -1
 
@@ -71,16 +82,23 @@ def main() -> int:
             "pandas_default_quoting": {"rows": default_rows, "seconds": round(default_s, 4)},
             "pandas_quote_none": {"rows": none_rows, "seconds": round(none_s, 4)},
         }
-        print(f"{rel:45s} manifest {expected:6d}  embedforge {_rows(records):6d} in {ours_s:.3f}s  "
-              f"pandas default {default_rows:6d}  pandas QUOTE_NONE {none_rows:6d} in {none_s:.3f}s", flush=True)
+        print(
+            f"{rel:45s} manifest {expected:6d}  embedforge {_rows(records):6d} in {ours_s:.3f}s  "
+            f"pandas default {default_rows:6d}  pandas QUOTE_NONE {none_rows:6d} in {none_s:.3f}s",
+            flush=True,
+        )
 
     conversion = {}
     for name in SHARED_DATASETS:
         started = time.perf_counter()
         converted = convert_source(DataSource(name=name, kind="shared", path=name))
         seconds = time.perf_counter() - started
-        conversion[name] = {"examples": len(converted.examples), "seconds": round(seconds, 3),
-                            "examples_per_s": round(len(converted.examples) / seconds), "drops": dict(converted.drops)}
+        conversion[name] = {
+            "examples": len(converted.examples),
+            "seconds": round(seconds, 3),
+            "examples_per_s": round(len(converted.examples) / seconds),
+            "drops": dict(converted.drops),
+        }
         print(f"convert {name:28s} {len(converted.examples):6d} examples in {seconds:.2f}s", flush=True)
 
     exact = lambda key: sum(f[key]["rows"] == f["manifest_rows"] for f in files.values()) / len(files)  # noqa: E731
@@ -93,7 +111,8 @@ def main() -> int:
     }
     goals = {
         "files_with_exact_rows_embedforge": {
-            "target": "== 1.0", "met": ratios["files_with_exact_rows_embedforge"] == 1,
+            "target": "== 1.0",
+            "met": ratios["files_with_exact_rows_embedforge"] == 1,
         },
         "read_time_embedforge_vs_pandas_quote_none": {
             "target": "<= 10.0 (pure-Python readers that validate every line and build records, vs a C parser)",
@@ -101,10 +120,17 @@ def main() -> int:
         },
     }
     _plot(files, RESULTS / "shared_data.png")
-    path = write_result("shared_data", {
-        "benchmark": "shared_data", "machine": machine_info(), "settings": {"rounds": ROUNDS, "data_dir": str(root)},
-        "raw": {"files": files, "conversion": conversion}, "ratios": ratios, "goals": goals,
-    })
+    path = write_result(
+        "shared_data",
+        {
+            "benchmark": "shared_data",
+            "machine": machine_info(),
+            "settings": {"rounds": ROUNDS, "data_dir": str(root)},
+            "raw": {"files": files, "conversion": conversion},
+            "ratios": ratios,
+            "goals": goals,
+        },
+    )
     print(f"ratios: {ratios}\nwritten: {path}")
     return 0
 
@@ -116,8 +142,11 @@ def _plot(files: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = [Path(rel).parent.name for rel in files]
-    keys = [("embedforge", "embedforge"), ("pandas_default_quoting", "pandas default"),
-            ("pandas_quote_none", "pandas QUOTE_NONE")]
+    keys = [
+        ("embedforge", "embedforge"),
+        ("pandas_default_quoting", "pandas default"),
+        ("pandas_quote_none", "pandas QUOTE_NONE"),
+    ]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     width = 0.27
     for i, (key, label) in enumerate(keys):

@@ -8,5 +8,6 @@ RUN_DIR="${RUN_DIR:-$PWD/runs/smoke}"
 embedforge models prepare
 cluster/local/up.sh
 trap cluster/local/down.sh EXIT
-ray job submit --address http://127.0.0.1:8265 --working-dir . -- python jobs/smoke.py --run-dir "$RUN_DIR"
+ray job submit --address "http://127.0.0.1:${EMBEDFORGE_DASHBOARD_PORT:-8265}" --working-dir . -- \
+  python jobs/smoke.py --run-dir "$RUN_DIR"
 echo "smoke output: $RUN_DIR/smoke (manifest: $RUN_DIR/smoke/manifest.json)"

@@ -27,8 +27,14 @@ def test_machine_info_describes_the_machine(common):
 
 
 def test_write_result_adds_machine_and_date(common, tmp_path):
-    path = common.write_result("toy", {"raw": {"ours_s": 1.0, "baseline_s": 2.0}, "ratios": {"speedup": 2.0},
-                                       "goals": {"speedup": {"target": ">= 1.5", "met": True}}})
+    path = common.write_result(
+        "toy",
+        {
+            "raw": {"ours_s": 1.0, "baseline_s": 2.0},
+            "ratios": {"speedup": 2.0},
+            "goals": {"speedup": {"target": ">= 1.5", "met": True}},
+        },
+    )
     assert path == tmp_path / "toy.json"
     result = json.loads(path.read_text())
     assert result["ratios"] == {"speedup": 2.0} and result["goals"]["speedup"]["met"] is True

@@ -98,13 +98,14 @@ def test_qrels_give_graded_relevance_and_skip_grade_zero():
     beir = BeirDataset(
         corpus=[CorpusDocument("d1", "first passage", "Title"), CorpusDocument("d2", "second passage")],
         queries=[Query("q1", "what is it")],
-        qrels=[Qrel("q1", "d1", 2), Qrel("q1", "d2", 1), Qrel("q1", "d3", 1), Qrel("q1", "d2", 0),
-               Qrel("q9", "d1", 1)],
+        qrels=[Qrel("q1", "d1", 2), Qrel("q1", "d2", 1), Qrel("q1", "d3", 1), Qrel("q1", "d2", 0), Qrel("q9", "d1", 1)],
         name="toy",
     )
     out = qrels_to_examples(beir, "toy", "Retrieve")
     assert [(e.positive, e.relevance, e.max_relevance) for e in out.examples] == [
-        ("Title\nfirst passage", 2.0, 2.0), ("second passage", 1.0, 2.0)]
+        ("Title\nfirst passage", 2.0, 2.0),
+        ("second passage", 1.0, 2.0),
+    ]
     assert out.drops == {"qrel for an unknown document id": 1, "relevance 0": 1, "qrel for an unknown query id": 1}
 
 

@@ -77,8 +77,11 @@ def test_bad_config_names_key_and_value(case, key, value, expected):
 
 def test_cross_section_checks_name_the_problem():
     data = _set(_tiny(), "train.num_workers", 3)
-    with pytest.raises(ConfigError, match=r"train.num_workers: 3 workers x 1.0 CPUs need 3.0 CPUs, "
-                                          r"resources.num_cpus is 2"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train.num_workers: 3 workers x 1.0 CPUs need 3.0 CPUs, "
+        r"resources.num_cpus is 2",
+    ):
         config_from_dict(data)
     data = _tiny()
     data["train"]["stages"][0]["datasets"] = [{"source": "msmarco"}]
@@ -99,6 +102,8 @@ def test_overrides_and_file_errors(tmp_path):
     assert (config.train.stages[0].steps, config.data.seed) == (9, 5)
     with pytest.raises(ConfigError, match=r"must look like dotted\.key=value"):
         load_config(REPO / "configs" / "tiny.yaml", ["train.steps"])
+    with pytest.raises(ConfigError, match=r"train\.stages has no item '7' \(it has 2\)"):
+        load_config(REPO / "configs" / "tiny.yaml", ["train.stages.7.steps=1"])
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path / "missing.yaml")
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
@@ -107,8 +112,9 @@ def test_overrides_and_file_errors(tmp_path):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "embedforge.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "embedforge.cli.main", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
 
 
 def test_config_check_exit_codes(tmp_path):

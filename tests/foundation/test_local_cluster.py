@@ -52,9 +52,26 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         assert url in up.stdout and local.dashboard_alive() and local.head_running()
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
-        job = cli(str(BIN / "ray"), "job", "submit", "--address", url, "--working-dir", ".",
-                  "--submission-id", submission, "--", "python", "jobs/smoke.py", "--run-dir", str(run_dir),
-                  "--dataset", "mrpc", "--split", "test")
+        job = cli(
+            str(BIN / "ray"),
+            "job",
+            "submit",
+            "--address",
+            url,
+            "--working-dir",
+            ".",
+            "--submission-id",
+            submission,
+            "--",
+            "python",
+            "jobs/smoke.py",
+            "--run-dir",
+            str(run_dir),
+            "--dataset",
+            "mrpc",
+            "--split",
+            "test",
+        )
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
         status = cli(str(BIN / "ray"), "job", "status", "--address", url, submission)
         assert f"job '{submission}' succeeded" in (status.stdout + status.stderr).lower()

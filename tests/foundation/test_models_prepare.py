@@ -32,7 +32,10 @@ def test_prepare_tiny_llama_is_idempotent(tmp_path, monkeypatch):
 
     cli = subprocess.run(
         [sys.executable, "-m", "embedforge.cli.main", "models", "prepare", "tiny-llama"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "EMBEDFORGE_CACHE": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "EMBEDFORGE_CACHE": str(tmp_path)},
     )
     assert cli.returncode == 0, cli.stderr
     assert "already prepared" in cli.stderr and str(path) in cli.stdout

@@ -23,10 +23,19 @@ from embedforge.data.schema import (
 SAMPLES = {
     TrainingExample: [
         TrainingExample(
-            id="t-1", task_name="wikiqa", task_type="retrieval", instruction="Given a question, retrieve",
-            query="how are caves formed?", positive="melting ice", negatives=["a map", "a \"quoted\"\ttab"],
-            negative_levels=[1, 4], positive_score=0.875, negative_scores=[0.5, 0.25], relevance=2.0,
-            max_relevance=3.0, provenance=json.dumps({"source": "wikiqa", "mining": {"margin": 0.95}}),
+            id="t-1",
+            task_name="wikiqa",
+            task_type="retrieval",
+            instruction="Given a question, retrieve",
+            query="how are caves formed?",
+            positive="melting ice",
+            negatives=["a map", 'a "quoted"\ttab'],
+            negative_levels=[1, 4],
+            positive_score=0.875,
+            negative_scores=[0.5, 0.25],
+            relevance=2.0,
+            max_relevance=3.0,
+            provenance=json.dumps({"source": "wikiqa", "mining": {"margin": 0.95}}),
         ),
         TrainingExample(id="t-2", task_name="stsb", task_type="sts", instruction="", query="a", positive="b"),
     ],
@@ -58,8 +67,16 @@ def test_bad_records_fail_clearly(tmp_path):
     with pytest.raises(ValueError, match="task_type 'web'"):
         TrainingExample(id="x", task_name="t", task_type="web", instruction="", query="q", positive="p")
     with pytest.raises(ValueError, match="1 negative_levels for 2 negatives"):
-        TrainingExample(id="x", task_name="t", task_type="sts", instruction="", query="q", positive="p",
-                        negatives=["a", "b"], negative_levels=[1])
+        TrainingExample(
+            id="x",
+            task_name="t",
+            task_type="sts",
+            instruction="",
+            query="q",
+            positive="p",
+            negatives=["a", "b"],
+            negative_levels=[1],
+        )
     (tmp_path / "bad.jsonl").write_text('{"text": "a", "label": "b"}\n{"text": "a"\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2: invalid JSON"):
         read_jsonl(tmp_path / "bad.jsonl", LabelledText)

@@ -15,17 +15,25 @@ from embedforge.data.shared import RECORD_TYPES, SHARED_DATASETS, get_shared, re
 
 # (dataset, split) -> rows in MANIFEST.md (retrieval: corpus, queries, qrels; reranking: candidate pairs)
 MANIFEST_ROWS = {
-    ("stsb", "train"): 5749, ("stsb", "dev"): 1500,
-    ("sick", "all"): 5000, ("sick_nli", "all"): 5000,
-    ("snli", "dev"): 9842, ("snli", "test"): 9824,
+    ("stsb", "train"): 5749,
+    ("stsb", "dev"): 1500,
+    ("sick", "all"): 5000,
+    ("sick_nli", "all"): 5000,
+    ("snli", "dev"): 9842,
+    ("snli", "test"): 9824,
     ("banking77", "train"): 10003,
-    ("emotion", "train"): 16000, ("emotion", "val"): 2000,
+    ("emotion", "train"): 16000,
+    ("emotion", "val"): 2000,
     ("tweet_sentiment_extraction", "train"): 27480,
-    ("amazon_counterfactual", "train"): 4018, ("amazon_counterfactual", "valid"): 335,
-    ("amazon_counterfactual", "ext_train"): 8000, ("amazon_counterfactual", "ext_valid"): 666,
-    ("mrpc", "train"): 4076, ("mrpc", "test"): 1725,
+    ("amazon_counterfactual", "train"): 4018,
+    ("amazon_counterfactual", "valid"): 335,
+    ("amazon_counterfactual", "ext_train"): 8000,
+    ("amazon_counterfactual", "ext_valid"): 666,
+    ("mrpc", "train"): 4076,
+    ("mrpc", "test"): 1725,
     ("twitter_semeval2015", "dev"): 4142,
-    ("wikiqa", "train"): 8672, ("wikiqa", "dev"): 1130,
+    ("wikiqa", "train"): 8672,
+    ("wikiqa", "dev"): 1130,
     ("trec_dl_msmarco_subset", "test"): (5000, 50, 4102),
     ("dbpedia_entity_subset", "test"): (5000, 50, 3709),
 }
@@ -49,7 +57,8 @@ def test_reader_row_counts_match_manifest(shared_data, name, split):
 def test_every_registered_dataset_and_split_is_counted():
     registered = {(n, s) for n, d in SHARED_DATASETS.items() for s in d.splits}
     assert registered - {("sick", "train"), ("sick", "trial"), ("sick_nli", "train"), ("sick_nli", "trial")} == set(
-        MANIFEST_ROWS)
+        MANIFEST_ROWS
+    )
 
 
 def test_record_contents(shared_data):
@@ -58,7 +67,13 @@ def test_record_contents(shared_data):
     assert {p.label for p in read_shared("snli", "dev", shared_data)} == {"entailment", "neutral", "contradiction"}
     assert len({t.label for t in read_shared("banking77", root=shared_data)}) == 77
     assert {t.label for t in read_shared("emotion", "val", shared_data)} == {
-        "sadness", "joy", "love", "anger", "fear", "surprise"}
+        "sadness",
+        "joy",
+        "love",
+        "anger",
+        "fear",
+        "surprise",
+    }
     assert {p.score for p in read_shared("mrpc", "train", shared_data)} == {0.0, 1.0}
     sick = read_shared("sick", "train", shared_data), read_shared("sick", "trial", shared_data)
     assert (len(sick[0]), len(sick[1])) == (4500, 500)
@@ -133,7 +148,9 @@ def test_documents_from_jsonl_parquet_and_text_folder(tmp_path):
     (folder / "one.txt").write_text("first")
     (folder / "sub" / "two.txt").write_text("second")
     assert [(d.doc_id, d.title, d.text) for d in read_documents(folder)] == [
-        ("one.txt", "one", "first"), ("sub/two.txt", "two", "second")]
+        ("one.txt", "one", "first"),
+        ("sub/two.txt", "two", "second"),
+    ]
     jsonl.write_text('{"id": 1, "text": "ok"}\n{"id": 2, "text": ""}\n')
     with pytest.raises(DataFormatError, match=r"docs.jsonl:2: missing or empty 'text'"):
         read_documents(jsonl)

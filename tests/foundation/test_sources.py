@@ -12,8 +12,14 @@ from embedforge.data.shared import SHARED_DATASETS
 from embedforge.data.sources import convert_source, load_source
 from embedforge.runs.stage import StageRun
 
-FAMILY_TYPES = {"sts": "sts", "pair": "pair", "nli": "retrieval", "classification": "classification",
-                "reranking": "retrieval", "retrieval": "retrieval"}
+FAMILY_TYPES = {
+    "sts": "sts",
+    "pair": "pair",
+    "nli": "retrieval",
+    "classification": "classification",
+    "reranking": "retrieval",
+    "retrieval": "retrieval",
+}
 
 
 @pytest.mark.parametrize("name", sorted(SHARED_DATASETS))
@@ -34,8 +40,9 @@ def test_every_shared_dataset_converts(shared_data, name):
 
 
 def test_overrides_sampling_and_determinism(shared_data):
-    source = DataSource(name="nli", kind="shared", path="snli", split="test", task_type="nli", instruction="Find it",
-                        max_examples=20)
+    source = DataSource(
+        name="nli", kind="shared", path="snli", split="test", task_type="nli", instruction="Find it", max_examples=20
+    )
     first, second = load_source(source, None, seed=3), load_source(source, None, seed=3)
     assert [e.id for e in first] == [e.id for e in second]
     assert [e.id for e in load_source(source, None, seed=4)] != [e.id for e in first]

@@ -23,7 +23,7 @@ import pytest
 
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
-from embedforge.pipeline.demo import bundled_models
+from embedforge.pipeline.demo import bundled_models, print_examples
 from embedforge.pipeline.probe import embed
 from embedforge.pipeline.runner import read_pipeline
 from embedforge.pipeline.submit import submit_pipeline
@@ -97,7 +97,7 @@ def head(tmp_path_factory):
     log.close()
 
 
-def test_tiny_pipeline_as_a_ray_job(head, tmp_path):
+def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0"], env=head.env)
     assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
@@ -122,6 +122,12 @@ def test_tiny_pipeline_as_a_ray_job(head, tmp_path):
     local = load_encoder(exports["merged"]["path"]).encode_documents(["Ray runs the whole pipeline as one job."])[0]
     assert served.shape == local.shape
     assert float(served @ local) >= 0.999
+
+    # the demo's curl and openai-client examples work against the deployment
+    print_examples(endpoint, config)
+    shown = capsys.readouterr().out
+    assert f"curl answered with a {served.shape[0]}-d embedding" in shown
+    assert f"the openai client answered with a {served.shape[0]}-d embedding" in shown
 
     # submitted again, every stage finds its manifest complete for the same config and skips
     code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0", "--skip", "deploy"], env=head.env)

@@ -39,8 +39,12 @@ def test_deduplicator_with_minilm(minilm_dir) -> None:
             "What is the boiling point of water at altitude?",
             "What is the boiling point of water at altitude?",  # exact duplicate within the batch
         ],
-        ["open settings and choose RESET.", "Another answer.", "It drops by about 1 C per 300 m.",
-         "It drops by about 1 C per 300 m."],
+        [
+            "open settings and choose RESET.",
+            "Another answer.",
+            "It drops by about 1 C per 300 m.",
+            "It drops by about 1 C per 300 m.",
+        ],
     )
     assert second == ["exact_duplicate", "near_duplicate", None, "exact_duplicate"]
     assert dedup.vectors.shape == (3, 384)
@@ -56,8 +60,11 @@ def test_length_bias_is_pearson() -> None:
 
 def test_summarize_and_plot(tmp_path) -> None:
     stats = [
-        {"counts": {"prompts": 4, "kept": 2}, "drops": {"invalid_json": 1, "near_duplicate": 1},
-         "judged": [[8, 300], [6, 200], [3, 90]]},
+        {
+            "counts": {"prompts": 4, "kept": 2},
+            "drops": {"invalid_json": 1, "near_duplicate": 1},
+            "judged": [[8, 300], [6, 200], [3, 90]],
+        },
         {"counts": {"prompts": 2, "kept": 1}, "drops": {"invalid_json": 1}, "judged": [[9, 420]]},
     ]
     s = summarize(stats)

@@ -50,7 +50,7 @@ def test_missing_placeholder_is_named() -> None:
 
 
 def test_unknown_family_lists_known_ones() -> None:
-    with pytest.raises(ValueError, match="known: .*short-long"):
+    with pytest.raises(ValueError, match=r"known: .*short-long"):
         load_template("medium-medium")
 
 
@@ -103,7 +103,7 @@ def test_schemas_bound_every_string(tiny_config) -> None:
 def test_token_budget_is_checked_with_a_clear_message() -> None:
     from embedforge.config import ConfigError
 
-    with pytest.raises(ConfigError, match="max_tokens .* cannot hold a full example"):
+    with pytest.raises(ConfigError, match=r"max_tokens .* cannot hold a full example"):
         load_config(TINY, ["synth.max_document_chars=4000"])
-    with pytest.raises(ConfigError, match="judge.max_tokens"):
+    with pytest.raises(ConfigError, match=r"judge\.max_tokens"):
         load_config(TINY, ["synth.judge.note_chars=500"])

@@ -65,8 +65,10 @@ def test_good_retrieval_keeps_order_of_negatives() -> None:
         (_with(hard_negative_documents=[GOOD["positive_document"], *NEGATIVES[1:]]), "negative_equals_positive"),
         (_with(positive_document=GOOD["user_query"]), "document_equals_query"),
         (
-            _with(user_query="what pressure does an espresso machine use", positive_document="Note: what pressure "
-                  "does an espresso machine use? About nine bar."),
+            _with(
+                user_query="what pressure does an espresso machine use",
+                positive_document="Note: what pressure does an espresso machine use? About nine bar.",
+            ),
             "query_copied",
         ),
         (_with(user_query="caf\ufffd au lait"), "bad_unicode"),
@@ -98,14 +100,24 @@ def test_unicode_is_kept_normalised_and_control_characters_removed() -> None:
 
 
 def test_sts_and_classification_kinds() -> None:
-    sts = {"sentence": "The cat sat on the mat.", "similar_sentence": "A cat was sitting on the rug.",
-           "hard_negative_sentences": ["The dog sat on the mat.", "The cat ran off the mat.",
-                                       "Mats are sold in shops.", "It rained all day."]}
+    sts = {
+        "sentence": "The cat sat on the mat.",
+        "similar_sentence": "A cat was sitting on the rug.",
+        "hard_negative_sentences": [
+            "The dog sat on the mat.",
+            "The cat ran off the mat.",
+            "Mats are sold in shops.",
+            "It rained all day.",
+        ],
+    }
     assert parse_example("sts", json.dumps(sts), LIMITS).positive == sts["similar_sentence"]
     same = {**sts, "similar_sentence": "the cat  sat on the MAT."}
     assert _reason("sts", json.dumps(same)) == "document_equals_query"
-    cls = {"input_text": "The battery died after two days, very disappointed.", "label": "negative",
-           "misleading_label": "neutral"}
+    cls = {
+        "input_text": "The battery died after two days, very disappointed.",
+        "label": "negative",
+        "misleading_label": "neutral",
+    }
     cand = parse_example("classification", json.dumps(cls), LIMITS)
     assert (cand.positive, cand.negatives) == ("negative", ("neutral",))
     assert _reason("classification", json.dumps({**cls, "misleading_label": "Negative"})) == "same_labels"
@@ -122,9 +134,22 @@ def test_grounded_kind_takes_the_users_document_as_positive() -> None:
 
 
 def test_brainstorm_tasks_are_cleaned_and_deduplicated() -> None:
-    text = json.dumps({"tasks": ["Given a recipe name, find recipes", "given a recipe  name, find RECIPES", 3, "",
-                                 "x", "Given a law, retrieve court cases citing it"]})
-    assert parse_tasks(text, 100) == ["Given a recipe name, find recipes", "Given a law, retrieve court cases citing it"]
+    text = json.dumps(
+        {
+            "tasks": [
+                "Given a recipe name, find recipes",
+                "given a recipe  name, find RECIPES",
+                3,
+                "",
+                "x",
+                "Given a law, retrieve court cases citing it",
+            ]
+        }
+    )
+    assert parse_tasks(text, 100) == [
+        "Given a recipe name, find recipes",
+        "Given a law, retrieve court cases citing it",
+    ]
     with pytest.raises(Rejected, match="no_tasks"):
         parse_tasks(json.dumps({"tasks": ["", 1]}), 100)
 

@@ -29,7 +29,11 @@ def models() -> None:
 
 def _accounted(manifest: dict) -> int:
     counts = manifest["counts"]
-    return counts["kept"] + counts["heldout"] + sum(v for k, v in manifest["drops"].items() if not k.startswith("b"))
+    return (
+        counts["kept"]
+        + counts["heldout"]
+        + sum(v for k, v in manifest["drops"].items() if not k.startswith("brainstorm_"))
+    )
 
 
 def test_corpus_grounded_run_resumes_and_skips(ray_cluster, models, tiny_config, tmp_path) -> None:
@@ -49,6 +53,7 @@ def test_corpus_grounded_run_resumes_and_skips(ray_cluster, models, tiny_config,
     assert _accounted(manifest) == len(TOPICS), manifest
     assert manifest["counts"]["output_tokens"] > 0 and manifest["throughput"]["tokens_per_s"] > 0
     assert manifest["shards"] == [0, 1]
+    assert manifest["counts"]["kept"] + manifest["counts"]["heldout"] >= 1, manifest["drops"]
 
     examples = read_parquet(run_dir / "synth" / "data", TrainingExample)
     assert len(examples) == manifest["counts"]["kept"]

@@ -13,7 +13,11 @@ def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="config YAML (see configs/)")
     parser.add_argument("--run-dir", required=True, type=Path, help="run directory for this stage's output")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config value, e.g. --set train.stages.0.steps=10 (repeatable)",
     )
 

@@ -116,11 +116,15 @@ def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
         return DASHBOARD_URL
     owner = port_owner(DASHBOARD_PORT)
     if owner:
-        raise RuntimeError(f"dashboard port {DASHBOARD_PORT} is taken ({owner}); stop it or choose another port "
-                           "with EMBEDFORGE_DASHBOARD_PORT")
+        raise RuntimeError(
+            f"dashboard port {DASHBOARD_PORT} is taken ({owner}); stop it or choose another port "
+            "with EMBEDFORGE_DASHBOARD_PORT"
+        )
     agent_port = _free_port()  # Ray's fixed default (52365) clashes with any other Ray on the machine
     cmd = [
-        _ray_bin(), "start", "--head",
+        _ray_bin(),
+        "start",
+        "--head",
         f"--port={HEAD_PORT}",
         f"--dashboard-agent-listen-port={agent_port}",
         f"--ray-client-server-port={_free_port()}",
@@ -136,8 +140,7 @@ def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
     log.info("starting Ray head: %s", " ".join(cmd))
     subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
     # jobs are accepted once the head's dashboard agent serves HTTP, which can trail the dashboard
-    _wait(lambda: dashboard_alive() and bool(port_owner(agent_port)), f"Ray head, dashboard at {DASHBOARD_URL}",
-          wait_s)
+    _wait(lambda: dashboard_alive() and bool(port_owner(agent_port)), f"Ray head, dashboard at {DASHBOARD_URL}", wait_s)
     return DASHBOARD_URL
 
 

@@ -41,7 +41,10 @@ class _Convert:
 
 
 def run_smoke(
-    run_dir: str | Path, dataset: str = "stsb", split: str | None = None, batch_size: int = 512,
+    run_dir: str | Path,
+    dataset: str = "stsb",
+    split: str | None = None,
+    batch_size: int = 512,
     shard_size: int = 1000,
 ) -> dict:
     """Run the smoke conversion on the connected Ray cluster; returns the stage manifest. Duplicates are removed
@@ -52,8 +55,10 @@ def run_smoke(
 
     shared = get_shared(dataset)
     if shared.family in ("retrieval", "classification"):
-        raise ValueError(f"smoke job: dataset {dataset!r} ({shared.family}) does not convert batch by batch; "
-                         "pick an STS, pair, NLI or reranking dataset")
+        raise ValueError(
+            f"smoke job: dataset {dataset!r} ({shared.family}) does not convert batch by batch; "
+            "pick an STS, pair, NLI or reranking dataset"
+        )
     split = split or shared.default_split
     settings = {"dataset": dataset, "split": split, "batch_size": batch_size, "shard_size": shard_size}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -71,8 +76,9 @@ def run_smoke(
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True  # shard i is the same rows on every run: resumable
     items: list[dict[str, Any]] = [asdict(r) for r in records]
-    ds = ray.data.from_items(items).map_batches(_Convert, fn_constructor_args=(dataset,), batch_size=batch_size,
-                                                batch_format="pyarrow", concurrency=1)
+    ds = ray.data.from_items(items).map_batches(
+        _Convert, fn_constructor_args=(dataset,), batch_size=batch_size, batch_format="pyarrow", concurrency=1
+    )
     started = time.time()
     done, written = stage.done_shards(), 0
     for index, batch in enumerate(ds.iter_batches(batch_size=shard_size, batch_format="pyarrow")):
@@ -82,7 +88,13 @@ def run_smoke(
     elapsed = time.time() - started
     stage.time("convert_and_write", elapsed)
     total = len(stage.read_all(TrainingExample))
-    log.info("smoke: %d examples (%d written now) in %.1fs, %.0f records/s", total, written, elapsed,
-             len(records) / max(elapsed, 1e-9))
-    return stage.complete(counts={"records": len(records), "examples": total}, dataset=dataset, split=split,
-                          python=sys.executable)
+    log.info(
+        "smoke: %d examples (%d written now) in %.1fs, %.0f records/s",
+        total,
+        written,
+        elapsed,
+        len(records) / max(elapsed, 1e-9),
+    )
+    return stage.complete(
+        counts={"records": len(records), "examples": total}, dataset=dataset, split=split, python=sys.executable
+    )

@@ -41,8 +41,9 @@ class DataSource(Section):
         if dataset is None:
             raise ValueError(f"path: unknown shared dataset {self.path!r} (known: {sorted(SHARED_DATASETS)})")
         if self.split is not None and self.split not in dataset.splits:
-            raise ValueError(f"split: shared dataset {self.path!r} has no split {self.split!r} "
-                             f"(splits: {list(dataset.splits)})")
+            raise ValueError(
+                f"split: shared dataset {self.path!r} has no split {self.split!r} (splits: {list(dataset.splits)})"
+            )
         return self
 
 

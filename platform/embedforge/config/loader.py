@@ -54,16 +54,30 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Embedfo
 
 
 def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
+    """Set `dotted.key=value` in the raw config; integer parts index lists (`train.stages.0.steps=10`)."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"{source}: override {item!r} must look like dotted.key=value")
-    node = data
+    node: Any = data
     parts = key.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"{source}: override {item!r}: {part!r} is not a mapping")
-    node[parts[-1]] = yaml.safe_load(raw)
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(
+                    f"{source}: override {item!r}: {'.'.join(parts[:depth])} has no item {part!r} (it has {len(node)})"
+                )
+            index: int | str = int(part)
+        elif isinstance(node, dict):
+            index = part
+            if not last and index not in node:
+                node[index] = {}
+        else:
+            raise ConfigError(f"{source}: override {item!r}: {'.'.join(parts[:depth])!r} is not a mapping or list")
+        if last:
+            node[index] = yaml.safe_load(raw)
+        else:
+            node = node[index]
 
 
 def config_hash(config: EmbedforgeConfig, section: str | None = None) -> str:

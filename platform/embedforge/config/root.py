@@ -67,7 +67,5 @@ class EmbedforgeConfig(Section):
                 f"{gen.num_gpus_per_engine * gen.tensor_parallel_size} GPUs, resources.num_gpus is {gpus}"
             )
         if gpus is not None and self.serve.num_gpus * max(self.serve.autoscaling.min_replicas, 1) > gpus:
-            raise ValueError(
-                f"serve.num_gpus: {self.serve.num_gpus} per replica exceeds resources.num_gpus {gpus}"
-            )
+            raise ValueError(f"serve.num_gpus: {self.serve.num_gpus} per replica exceeds resources.num_gpus {gpus}")
         return self

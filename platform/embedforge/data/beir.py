@@ -39,8 +39,11 @@ def _field(path: Path, lineno: int, obj: dict, key: str, required: bool = True) 
 
 def read_beir_corpus(path: Path) -> list[CorpusDocument]:
     return [
-        CorpusDocument(doc_id=_field(path, n, o, "_id"), text=_field(path, n, o, "text"),
-                       title=_field(path, n, o, "title", required=False))
+        CorpusDocument(
+            doc_id=_field(path, n, o, "_id"),
+            text=_field(path, n, o, "text"),
+            title=_field(path, n, o, "title", required=False),
+        )
         for n, o in iter_jsonl(path)
     ]
 

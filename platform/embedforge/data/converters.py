@@ -34,14 +34,27 @@ def example_id(task_name: str, instruction: str, query: str, positive: str) -> s
 
 
 def make_example(
-    task_name: str, task_type: str, instruction: str, query: str, positive: str,
-    negatives: list[str] | None = None, provenance: dict | None = None,
-    relevance: float | None = None, max_relevance: float | None = None,
+    task_name: str,
+    task_type: str,
+    instruction: str,
+    query: str,
+    positive: str,
+    negatives: list[str] | None = None,
+    provenance: dict | None = None,
+    relevance: float | None = None,
+    max_relevance: float | None = None,
 ) -> TrainingExample:
     return TrainingExample(
-        id=example_id(task_name, instruction, query, positive), task_name=task_name, task_type=task_type,
-        instruction=instruction, query=query, positive=positive, negatives=list(negatives or []),
-        relevance=relevance, max_relevance=max_relevance, provenance=json.dumps(provenance or {}, sort_keys=True),
+        id=example_id(task_name, instruction, query, positive),
+        task_name=task_name,
+        task_type=task_type,
+        instruction=instruction,
+        query=query,
+        positive=positive,
+        negatives=list(negatives or []),
+        relevance=relevance,
+        max_relevance=max_relevance,
+        provenance=json.dumps(provenance or {}, sort_keys=True),
     )
 
 
@@ -92,7 +105,10 @@ def nli_to_examples(
 
 
 def similar_pairs_to_examples(
-    pairs: Iterable[ScoredPair], task_name: str, instruction: str, threshold: float = STS_POSITIVE_THRESHOLD,
+    pairs: Iterable[ScoredPair],
+    task_name: str,
+    instruction: str,
+    threshold: float = STS_POSITIVE_THRESHOLD,
     task_type: str = "sts",
 ) -> Converted:
     """NV-Embed 4.2: every pair scoring >= `threshold` gives two examples, a->b and b->a (negatives are mined
@@ -114,7 +130,11 @@ def similar_pairs_to_examples(
 
 
 def labelled_to_examples(
-    texts: Iterable[LabelledText], task_name: str, instruction: str, num_negatives: int, seed: int = 0,
+    texts: Iterable[LabelledText],
+    task_name: str,
+    instruction: str,
+    num_negatives: int,
+    seed: int = 0,
     task_type: str = "classification",
 ) -> Converted:
     """NV-Embed 4.2 / 5.2.4 example-based classification and clustering: the query is an example text, the
@@ -170,9 +190,7 @@ def groups_to_examples(
     return deduplicate(out)
 
 
-def qrels_to_examples(
-    beir: BeirDataset, task_name: str, instruction: str, task_type: str = "retrieval"
-) -> Converted:
+def qrels_to_examples(beir: BeirDataset, task_name: str, instruction: str, task_type: str = "retrieval") -> Converted:
     """Retrieval examples from BEIR qrels: one per judged-relevant (query, document), carrying its graded
     relevance r and the collection's top grade R for graded pair-relevance labels (paper 004 sec. 6)."""
     out = Converted()
@@ -190,8 +208,16 @@ def qrels_to_examples(
         else:
             positive = f"{doc.title}\n{doc.text}".strip() if doc.title else doc.text
             prov = {**provenance, "query_id": qrel.query_id, "doc_id": qrel.doc_id}
-            out.examples.append(make_example(
-                task_name, task_type, instruction, queries[qrel.query_id], positive, provenance=prov,
-                relevance=qrel.relevance, max_relevance=max_relevance,
-            ))
+            out.examples.append(
+                make_example(
+                    task_name,
+                    task_type,
+                    instruction,
+                    queries[qrel.query_id],
+                    positive,
+                    provenance=prov,
+                    relevance=qrel.relevance,
+                    max_relevance=max_relevance,
+                )
+            )
     return deduplicate(out)

@@ -36,8 +36,10 @@ def iter_tsv(
             if not line.strip():
                 continue
             if len(parts) not in widths:
-                raise DataFormatError(f"{path}:{lineno}: expected {' or '.join(map(str, widths))} tab-separated "
-                                      f"fields, found {len(parts)}")
+                raise DataFormatError(
+                    f"{path}:{lineno}: expected {' or '.join(map(str, widths))} tab-separated "
+                    f"fields, found {len(parts)}"
+                )
             yield lineno, parts
 
 
@@ -53,8 +55,9 @@ def iter_csv(path: Path, header: list[str]) -> Iterator[tuple[int, list[str]]]:
         for row in reader:
             if row:
                 if len(row) != len(header):
-                    raise DataFormatError(f"{path}:{start}: expected {len(header)} comma-separated fields "
-                                          f"{header}, found {len(row)}")
+                    raise DataFormatError(
+                        f"{path}:{start}: expected {len(header)} comma-separated fields {header}, found {len(row)}"
+                    )
                 yield start, row
             start = reader.line_num + 1
 

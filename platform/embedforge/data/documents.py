@@ -34,8 +34,9 @@ def read_documents(path: str | Path) -> list[CorpusDocument]:
         if not files:
             raise FileNotFoundError(f"{path}: folder has no .txt documents")
         docs = [
-            _document(str(f), i, {"doc_id": str(f.relative_to(path)), "title": f.stem,
-                                  "text": f.read_text(encoding="utf-8")})
+            _document(
+                str(f), i, {"doc_id": str(f.relative_to(path)), "title": f.stem, "text": f.read_text(encoding="utf-8")}
+            )
             for i, f in enumerate(files)
         ]
     elif path.suffix == ".jsonl":

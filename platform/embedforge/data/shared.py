@@ -29,8 +29,12 @@ from embedforge.paths import data_dir
 Family = Literal["sts", "nli", "classification", "pair", "reranking", "retrieval"]
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 RECORD_TYPES: dict[str, type] = {
-    "sts": ScoredPair, "pair": ScoredPair, "nli": NliPair, "classification": LabelledText,
-    "reranking": RerankingGroup, "retrieval": BeirDataset,
+    "sts": ScoredPair,
+    "pair": ScoredPair,
+    "nli": NliPair,
+    "classification": LabelledText,
+    "reranking": RerankingGroup,
+    "retrieval": BeirDataset,
 }
 
 
@@ -38,8 +42,7 @@ def _stsb(folder: Path, split: str) -> list[ScoredPair]:
     # no header; genre, file, year, id, score, sentence1, sentence2 (+ two source columns in some rows)
     path = folder / f"sts-{split}.csv"
     return [
-        ScoredPair(text1=f[5], text2=f[6], score=parse_float(path, n, f[4], "score"))
-        for n, f in iter_tsv(path, (7, 9))
+        ScoredPair(text1=f[5], text2=f[6], score=parse_float(path, n, f[4], "score")) for n, f in iter_tsv(path, (7, 9))
     ]
 
 
@@ -197,28 +200,88 @@ def _retrieval(folder: Path, split: str) -> Any:
 _ENTRIES = [
     SharedDataset("stsb", "stsb", "sts", ("train", "dev"), _stsb, "Retrieve semantically similar text."),
     SharedDataset("sick", "sick", "sts", ("train", "trial", "all"), _sick_sts, "Retrieve semantically similar text."),
-    SharedDataset("sick_nli", "sick", "nli", ("train", "trial", "all"), _sick_nli,
-                  "Given a premise, retrieve a hypothesis that is entailed by the premise"),
-    SharedDataset("snli", "snli", "nli", ("dev", "test"), _snli,
-                  "Given a premise, retrieve a hypothesis that is entailed by the premise"),
-    SharedDataset("banking77", "banking77", "classification", ("train",), _banking77,
-                  "Given a online banking query, find the corresponding intents"),
-    SharedDataset("emotion", "emotion", "classification", ("train", "val"), _emotion,
-                  "Classify the emotion expressed in the given Twitter message into one of the six emotions: "
-                  "anger, fear, joy, love, sadness, and surprise"),
-    SharedDataset("tweet_sentiment_extraction", "tweet_sentiment_extraction", "classification", ("train",), _tweets,
-                  "Classify the sentiment of a given tweet as either positive, negative, or neutral"),
-    SharedDataset("amazon_counterfactual", "amazon_counterfactual", "classification", tuple(_AMAZON_FILES), _amazon,
-                  "Classify a given Amazon customer review text as either counterfactual or not-counterfactual"),
+    SharedDataset(
+        "sick_nli",
+        "sick",
+        "nli",
+        ("train", "trial", "all"),
+        _sick_nli,
+        "Given a premise, retrieve a hypothesis that is entailed by the premise",
+    ),
+    SharedDataset(
+        "snli",
+        "snli",
+        "nli",
+        ("dev", "test"),
+        _snli,
+        "Given a premise, retrieve a hypothesis that is entailed by the premise",
+    ),
+    SharedDataset(
+        "banking77",
+        "banking77",
+        "classification",
+        ("train",),
+        _banking77,
+        "Given a online banking query, find the corresponding intents",
+    ),
+    SharedDataset(
+        "emotion",
+        "emotion",
+        "classification",
+        ("train", "val"),
+        _emotion,
+        "Classify the emotion expressed in the given Twitter message into one of the six emotions: "
+        "anger, fear, joy, love, sadness, and surprise",
+    ),
+    SharedDataset(
+        "tweet_sentiment_extraction",
+        "tweet_sentiment_extraction",
+        "classification",
+        ("train",),
+        _tweets,
+        "Classify the sentiment of a given tweet as either positive, negative, or neutral",
+    ),
+    SharedDataset(
+        "amazon_counterfactual",
+        "amazon_counterfactual",
+        "classification",
+        tuple(_AMAZON_FILES),
+        _amazon,
+        "Classify a given Amazon customer review text as either counterfactual or not-counterfactual",
+    ),
     SharedDataset("mrpc", "mrpc", "pair", ("train", "test"), _mrpc, "Retrieve semantically similar text."),
-    SharedDataset("twitter_semeval2015", "twitter_semeval2015", "pair", ("dev",), _twitter,
-                  "Retrieve tweets that are semantically similar to the given tweet"),
-    SharedDataset("wikiqa", "wikiqa", "reranking", ("train", "dev"), _wikiqa,
-                  "Given a question, retrieve Wikipedia passages that answer the question"),
-    SharedDataset("trec_dl_msmarco_subset", "trec_dl_msmarco_subset", "retrieval", ("test",), _retrieval,
-                  "Given a web search query, retrieve relevant passages that answer the query"),
-    SharedDataset("dbpedia_entity_subset", "dbpedia_entity_subset", "retrieval", ("test",), _retrieval,
-                  "Given a query, retrieve relevant entity descriptions from DBPedia"),
+    SharedDataset(
+        "twitter_semeval2015",
+        "twitter_semeval2015",
+        "pair",
+        ("dev",),
+        _twitter,
+        "Retrieve tweets that are semantically similar to the given tweet",
+    ),
+    SharedDataset(
+        "wikiqa",
+        "wikiqa",
+        "reranking",
+        ("train", "dev"),
+        _wikiqa,
+        "Given a question, retrieve Wikipedia passages that answer the question",
+    ),
+    SharedDataset(
+        "trec_dl_msmarco_subset",
+        "trec_dl_msmarco_subset",
+        "retrieval",
+        ("test",),
+        _retrieval,
+        "Given a web search query, retrieve relevant passages that answer the query",
+    ),
+    SharedDataset(
+        "dbpedia_entity_subset",
+        "dbpedia_entity_subset",
+        "retrieval",
+        ("test",),
+        _retrieval,
+        "Given a query, retrieve relevant entity descriptions from DBPedia",
+    ),
 ]
 SHARED_DATASETS: dict[str, SharedDataset] = {d.name: d for d in _ENTRIES}
 

@@ -34,15 +34,25 @@ log = logging.getLogger(__name__)
 
 # the task type a family's examples get when the source does not set one
 FAMILY_TASK_TYPES = {
-    "sts": "sts", "pair": "pair", "nli": "retrieval", "classification": "classification",
-    "reranking": "retrieval", "retrieval": "retrieval",
+    "sts": "sts",
+    "pair": "pair",
+    "nli": "retrieval",
+    "classification": "classification",
+    "reranking": "retrieval",
+    "retrieval": "retrieval",
 }
 BEIR_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
+DEFAULT_NEGATIVES = DataSource.model_fields["negatives_per_example"].default
 
 
 def convert_records(
-    dataset: SharedDataset, records: Any, name: str, task_type: str | None = None, instruction: str | None = None,
-    negatives_per_example: int = 4, seed: int = 0,
+    dataset: SharedDataset,
+    records: Any,
+    name: str,
+    task_type: str | None = None,
+    instruction: str | None = None,
+    negatives_per_example: int = DEFAULT_NEGATIVES,
+    seed: int = 0,
 ) -> Converted:
     """Apply the converter `dataset`'s family needs (recipe section 4) to records read from it."""
     task_type = task_type or FAMILY_TASK_TYPES[dataset.family]
@@ -62,8 +72,15 @@ def convert_records(
 
 def _convert_shared(source: DataSource, seed: int) -> Converted:
     dataset = get_shared(source.path)
-    return convert_records(dataset, dataset.read(source.split), source.name, source.task_type, source.instruction,
-                           source.negatives_per_example, seed)
+    return convert_records(
+        dataset,
+        dataset.read(source.split),
+        source.name,
+        source.task_type,
+        source.instruction,
+        source.negatives_per_example,
+        seed,
+    )
 
 
 def _relabel(source: DataSource, examples: list[TrainingExample]) -> Converted:
@@ -79,14 +96,17 @@ def _relabel(source: DataSource, examples: list[TrainingExample]) -> Converted:
 
 def _run_output(source: DataSource, run_dir: Path | None) -> Path:
     if run_dir is None:
-        raise ValueError(f"data source {source.name!r} (kind run) reads {source.path!r} from a run directory; "
-                         "none was given")
+        raise ValueError(
+            f"data source {source.name!r} (kind run) reads {source.path!r} from a run directory; none was given"
+        )
     stage_dir = Path(run_dir) / source.path
     manifest = read_manifest(stage_dir)
     if manifest is None or manifest.get("status") != "complete":
         state = "missing" if manifest is None else manifest.get("status")
-        raise FileNotFoundError(f"data source {source.name!r}: stage {source.path!r} output at {stage_dir} is not "
-                                f"complete ({state}); run `embedforge {source.path}` first")
+        raise FileNotFoundError(
+            f"data source {source.name!r}: stage {source.path!r} output at {stage_dir} is not "
+            f"complete ({state}); run `embedforge {source.path}` first"
+        )
     return stage_dir / "data"
 
 
@@ -106,9 +126,11 @@ def convert_source(source: DataSource, run_dir: Path | None = None, seed: int = 
     elif kind == "run":
         converted = _relabel(source, read_parquet(_run_output(source, run_dir), TrainingExample))
     elif kind == "documents":
-        raise ValueError(f"data source {source.name!r} has kind 'documents': a document collection feeds "
-                         "corpus-grounded synthesis (synth), it is not training examples; train on the synth "
-                         "stage's output with a source of kind 'run' instead")
+        raise ValueError(
+            f"data source {source.name!r} has kind 'documents': a document collection feeds "
+            "corpus-grounded synthesis (synth), it is not training examples; train on the synth "
+            "stage's output with a source of kind 'run' instead"
+        )
     else:
         raise ValueError(f"data source {source.name!r}: unknown kind {kind!r}")
     return _sample(source, converted, seed)
@@ -128,6 +150,12 @@ def _sample(source: DataSource, converted: Converted, seed: int) -> Converted:
 def load_source(source: DataSource, run_dir: Path | None = None, seed: int = 0) -> list[TrainingExample]:
     """The training examples of one configured source (the contract every stage codes against)."""
     converted = convert_source(source, run_dir, seed)
-    log.info("source %s (%s %s): %d examples, dropped %s", source.name, source.kind, source.path,
-             len(converted.examples), json.dumps(dict(converted.drops)) if converted.drops else "none")
+    log.info(
+        "source %s (%s %s): %d examples, dropped %s",
+        source.name,
+        source.kind,
+        source.path,
+        len(converted.examples),
+        json.dumps(dict(converted.drops)) if converted.drops else "none",
+    )
     return converted.examples

@@ -68,8 +68,9 @@ SHARED_TASKS: dict[str, SharedTask] = {
 def available_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[str]:
     """Names `tasks: [all]` expands to: shared, custom, and the held-out set when the run has one."""
     names = [*SHARED_TASKS, *(t.name for t in config.custom_tasks)]
-    if run_dir is not None and heldout_dir(run_dir).is_dir():
-        names.append(HELDOUT_TASK)
+    queries = heldout_dir(run_dir) / "queries.jsonl" if run_dir is not None else None
+    if queries is not None and queries.is_file() and queries.stat().st_size > 0:
+        names.append(HELDOUT_TASK)  # synth held some queries out (a run with no grounded queries has none)
     return names
 
 

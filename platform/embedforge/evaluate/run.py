@@ -128,7 +128,9 @@ def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeCo
     try:
         for i, result in enumerate(pool.map_unordered(lambda a, t: a.score.remote(t), todo), start=1):
             result["config_hash"], result["model"] = config_hash, name
-            (folder / f"{result['task']}.json").write_text(json.dumps(result, indent=2, default=float))
+            tmp = folder / f".{result['task']}.json.tmp"
+            tmp.write_text(json.dumps(result, indent=2, default=float))
+            tmp.replace(folder / f"{result['task']}.json")  # atomic: a resumed run never reads half a file
             results[result["task"]] = result
             elapsed = time.time() - start
             log.info("model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min", name, i, len(todo),

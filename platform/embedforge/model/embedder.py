@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from embedforge.model.pooling import Pooling, build_pooling
 from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
 
 log = logging.getLogger(__name__)
-Kind = str  # "query" | "document"
+Kind = Literal["query", "document"]
 
 
 class Embedder(nn.Module):
@@ -131,11 +132,13 @@ class Embedder(nn.Module):
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         started, truncated_before = time.perf_counter(), self.texts_truncated
         batches = length_sorted_batches(texts, batch_size)
-        for idx in tqdm(batches, desc=f"encode {kind}s", unit="batch", disable=len(batches) < 20, leave=False):
-            chunk_examples = None if examples is None else [examples[i] for i in idx]
-            batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
-            result[idx] = F.normalize(self.forward(batch, normalize=False), dim=-1).cpu().numpy()
-        self.train(was_training)
+        try:
+            for idx in tqdm(batches, desc=f"encode {kind}s", unit="batch", disable=len(batches) < 20, leave=False):
+                chunk_examples = None if examples is None else [examples[i] for i in idx]
+                batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
+                result[idx] = F.normalize(self.forward(batch, normalize=False), dim=-1).cpu().numpy()
+        finally:
+            self.train(was_training)
         elapsed = time.perf_counter() - started
         if texts:
             log.info(

@@ -12,6 +12,9 @@ import argparse
 import json
 import logging
 import os
+import shlex
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,25 +67,24 @@ def _ensure_deployed(config: EmbedforgeConfig, run_dir: Path) -> str:
     return entry_point("embedforge.serve.deploy", "deploy")(config, served_model(config, run_dir))
 
 
-def _examples(endpoint: str, config: EmbedforgeConfig) -> None:
-    """Run the openai client against the endpoint, then print it and an equivalent curl command."""
+def print_examples(endpoint: str, config: EmbedforgeConfig) -> None:
+    """Run a curl command and the openai client against the endpoint, then print both for the user."""
     from openai import OpenAI
 
-    key = api_key(config)
-    client = OpenAI(base_url=f"{base_url(endpoint)}/v1", api_key=key or "unused")
-    result = client.embeddings.create(model=config.serve.model_name, input=[PROBE_TEXT])
-    vector = result.data[0].embedding
-    auth = f' -H "Authorization: Bearer ${config.serve.api_keys_env}"' if key else ""
+    url, key, var = base_url(endpoint), api_key(config), config.serve.api_keys_env
     body = json.dumps({"model": config.serve.model_name, "input": ["What is Ray Serve?"]})
-    print(f"endpoint: {base_url(endpoint)}/v1  (openai client just got a {len(vector)}-d embedding)")
-    print("\ncurl:")
-    print(f"  curl -s {base_url(endpoint)}/v1/embeddings -H 'Content-Type: application/json'{auth} -d '{body}'")
-    print("\npython (openai client):")
-    print("  from openai import OpenAI")
-    print(f"  client = OpenAI(base_url='{base_url(endpoint)}/v1', api_key='{'<your key>' if key else 'unused'}')")
-    print(
-        f"  client.embeddings.create(model='{config.serve.model_name}', input=['What is Ray Serve?']).data[0].embedding"
-    )
+    curl = ["curl", "-s", "--fail", f"{url}/v1/embeddings", "-H", "Content-Type: application/json", "-d", body]
+    if shutil.which("curl"):
+        auth = ["-H", f"Authorization: Bearer {key}"] if key else []  # the key is used, never printed
+        answer = subprocess.run([*curl, *auth], capture_output=True, text=True, check=True).stdout
+        print(f"curl answered with a {len(json.loads(answer)['data'][0]['embedding'])}-d embedding:")
+    print(f"  {shlex.join(curl)}" + (f' -H "Authorization: Bearer ${var}"' if key else ""))
+    client = OpenAI(base_url=f"{url}/v1", api_key=key or "unused")
+    vector = client.embeddings.create(model=config.serve.model_name, input=[PROBE_TEXT]).data[0].embedding
+    print(f"\nthe openai client answered with a {len(vector)}-d embedding:")
+    print("  import os; from openai import OpenAI")
+    print(f"  client = OpenAI(base_url='{url}/v1', api_key={f'os.environ[{var!r}]' if key else repr('unused')})")
+    print(f"  client.embeddings.create(model='{config.serve.model_name}', input=['What is Ray Serve?'])")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     _say("checking the deployment", started)
     endpoint = _ensure_deployed(config, run_dir)
-    _examples(endpoint, config)
+    print_examples(endpoint, config)
     report = run_dir / "evaluate" / "report.md"
     if report.is_file():
         _say(f"evaluation ({report}; plot beside it as report.png)", started)

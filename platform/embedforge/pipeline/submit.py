@@ -39,14 +39,21 @@ def pipeline_command(
     ]  # fmt: skip
 
 
+_ENDED = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
+
+
 def job_status(address: str, submission_id: str, env: dict[str, str] | None = None) -> str:
-    """SUCCEEDED, FAILED, STOPPED, RUNNING, PENDING, from `ray job status`."""
+    """SUCCEEDED, FAILED, STOPPED (or RUNNING, PENDING), read from what `ray job status` prints."""
     cmd = [_ray_bin(), "job", "status", "--address", address, submission_id]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    found = re.search(r"Status for job '[^']+': (\w+)", out.stdout + out.stderr)
-    if not found:
-        raise RuntimeError(f"`{shlex.join(cmd)}` gave no status:\n{out.stdout}{out.stderr}")
-    return found.group(1)
+    text = out.stdout + out.stderr
+    ended = re.search(rf"Job '{re.escape(submission_id)}' (succeeded|failed|was stopped)", text)
+    if ended:
+        return _ENDED[ended.group(1)]
+    other = re.search(rf"Status for job '{re.escape(submission_id)}': (?:JobStatus\.)?(\w+)", text)
+    if other:
+        return other.group(1)
+    raise RuntimeError(f"`{shlex.join(cmd)}` gave no status:\n{text}")
 
 
 def submit_pipeline(

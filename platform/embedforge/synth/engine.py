@@ -57,6 +57,8 @@ def build_engine(settings: EngineSettings) -> Any:
         gpu_memory_utilization=settings.memory_fraction,
         kv_cache_memory_bytes=int(settings.kv_cache_gb * 1024**3) if settings.kv_cache_gb else None,
         enforce_eager=settings.enforce_eager,
+        # compact guided JSON: with free whitespace, small models pad between tokens until max_tokens
+        structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
         seed=settings.seed,
     )
     log.info("vLLM engine for %s ready in %.1fs", settings.model, time.time() - started)
@@ -77,10 +79,7 @@ def generate(
     keys: list[str],
     temperature: float | None = None,
 ) -> list[Generation]:
-    """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt.
-
-    Guided output is compact JSON: with free whitespace allowed, small models pad between tokens until max_tokens.
-    """
+    """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -88,11 +87,7 @@ def generate(
         return []
     params = []
     for schema, budget, key in zip(schemas, max_tokens, keys, strict=True):
-        guided = (
-            StructuredOutputsParams(json=json.dumps(schema), disable_any_whitespace=True)
-            if schema is not None and settings.guided
-            else None
-        )
+        guided = StructuredOutputsParams(json=json.dumps(schema)) if schema is not None and settings.guided else None
         params.append(
             SamplingParams(
                 temperature=settings.temperature if temperature is None else temperature,

@@ -222,8 +222,9 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         rows = example_rows(synth, config.seed, tasks)
     stage.time("plan", time.time() - started)
     shards = assign_shards(rows, synth.shard_size)
-    done = stage.done_shards() & set(shards)
     stats_dir = work / "shards"
+    # a shard counts as done when both its data and its statistics (written first) are on disk
+    done = {s for s in stage.done_shards() & set(shards) if (stats_dir / f"part-{s:05d}.json").is_file()}
     prior = [json.loads((stats_dir / f"part-{s:05d}.json").read_text()) for s in sorted(done)]
     embed, dim = encoder_embedder(synth.dedup_model)
     dedup = Deduplicator(embed, synth.near_duplicate_threshold, dim)

@@ -19,7 +19,7 @@ from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
-from embedforge.train.worker import EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
+from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
 STAGE = "train"
@@ -103,6 +103,15 @@ def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> d
     return paths
 
 
+def _clear_stale(out_dir: Path, digest: str) -> None:
+    """Metrics and attempts of a run with another config must not mix with this one's (checkpoints are kept:
+    each carries its config hash and only matching ones are resumed)."""
+    previous = read_manifest(out_dir)
+    if previous is not None and previous.get("config_hash") != digest:
+        for name in (METRICS_CSV, ATTEMPTS):
+            (out_dir / name).unlink(missing_ok=True)
+
+
 def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     """Train the embedder on the configured stages into `run_dir/train/`; returns the manifest."""
     from embedforge.cluster.local import connect
@@ -118,6 +127,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         return read_manifest(stage.dir) or {}
     examples, origin = load_training_examples(config, run_dir)
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
+    _clear_stale(stage.dir, digest)
     stage.start()
     resume = latest_checkpoint(stage.dir / RAY_DIR, digest)
     if resume is not None:

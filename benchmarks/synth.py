@@ -1,0 +1,232 @@
+"""Synthetic-data generation: embedforge's vLLM engine against transformers `generate`, measured in one run.
+
+The same chat prompts (step-2 prompts of the real templates for fixed tasks, configs/local.yaml bounds) go
+through (1) the engine the synth stage's Ray Data actors use (`embedforge.synth.engine`, vLLM) with JSON-schema
+guided decoding, (2) the same engine without guidance, and (3) transformers `generate`, batched, same model, same
+sampling and the same max-new-token budget. Reported: generated tokens/s of each (engine start-up excluded) and the
+share of outputs that pass embedforge's validator. Goals: vLLM >= 5x the tokens/s of transformers on CPU,
+>= 99 % valid with guided decoding. Writes benchmarks/results/synth.json and synth.png.
+
+    .venv/bin/python benchmarks/synth.py [--prompts 16] [--threads 2] [--config configs/local.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, machine_info, write_result
+
+from embedforge.config import load_config
+from embedforge.models.bundled import prepare
+from embedforge.paths import resolve_model
+from embedforge.synth.engine import EngineSettings, build_engine, generate
+from embedforge.synth.plan import example_rows, limits_of
+from embedforge.synth.validate import Rejected, parse_example
+
+log = logging.getLogger("bench.synth")
+REPO = Path(__file__).resolve().parents[1]
+TASKS = {
+    "short-long": [
+        "Given a web search query, retrieve relevant passages that answer the query",
+        "Given a symptom described in a few words, find medical articles that explain it",
+    ],
+    "long-short": ["Given a news article, retrieve its headline"],
+    "short-short": ["Given a question from a forum, find questions that ask the same thing"],
+    "long-long": ["Given a bug report, find earlier reports that describe the same failure"],
+    "sts": ["Given a sentence from a product review, find sentences with the same meaning"],
+    "classification": [
+        "Classify a customer e-mail by the department that should answer it",
+        "Classify a movie review as positive, neutral or negative",
+    ],
+}
+
+
+def _prompts(config: Any, n: int) -> list[dict[str, Any]]:
+    synth = config.synth.model_copy(update={"families": list(TASKS), "examples_per_task": 4})
+    rows = example_rows(synth, config.seed, TASKS)
+    return [rows[i * len(rows) // n] for i in range(n)]  # spread over families
+
+
+def _valid_rate(rows: list[dict[str, Any]], texts: list[str], limits: Any) -> tuple[float, dict[str, int]]:
+    reasons: dict[str, int] = {}
+    for row, text in zip(rows, texts, strict=True):
+        try:
+            parse_example(row["kind"], text, limits)
+        except Rejected as err:
+            reasons[err.reason] = reasons.get(err.reason, 0) + 1
+    return 1 - sum(reasons.values()) / len(rows), reasons
+
+
+def run_vllm(settings: EngineSettings, rows: list[dict[str, Any]], limits: Any) -> dict[str, dict[str, Any]]:
+    import json
+
+    started = time.time()
+    llm = build_engine(settings)
+    start_s = time.time() - started
+    out = {}
+    for name, guided in (("vllm_guided", True), ("vllm_unguided", False)):
+        s = replace(settings, guided=guided)
+        t0 = time.time()
+        gens = generate(
+            llm,
+            s,
+            [r["prompt"] for r in rows],
+            [json.loads(r["schema"]) for r in rows],
+            [int(r["max_tokens"]) for r in rows],
+            [r["row_id"] for r in rows],
+        )
+        seconds = time.time() - t0
+        tokens = sum(g.output_tokens for g in gens)
+        rate, reasons = _valid_rate(rows, [g.text for g in gens], limits)
+        out[name] = {
+            "seconds": round(seconds, 2),
+            "tokens": tokens,
+            "tokens_per_s": tokens / seconds,
+            "valid_rate": rate,
+            "rejections": reasons,
+            "engine_start_s": round(start_s, 1),
+            "truncated": sum(g.finish_reason == "length" for g in gens),
+        }
+        log.info(
+            "%s: %d tokens in %.1fs = %.1f tokens/s, valid %.0f%%", name, tokens, seconds, tokens / seconds, 100 * rate
+        )
+    del llm
+    gc.collect()
+    return out
+
+
+def run_hf(
+    model_ref: str, settings: EngineSettings, rows: list[dict[str, Any]], limits: Any, threads: int
+) -> dict[str, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(threads)
+    path = resolve_model(model_ref)
+    tok = AutoTokenizer.from_pretrained(path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+    chats = [
+        tok.apply_chat_template([{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True)
+        for r in rows
+    ]
+    batch = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(settings.seed)
+    t0 = time.time()
+    with torch.inference_mode():
+        out = model.generate(
+            **batch,
+            do_sample=True,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_new_tokens=int(rows[0]["max_tokens"]),
+            pad_token_id=tok.pad_token_id,
+        )
+    seconds = time.time() - t0
+    new = out[:, batch["input_ids"].shape[1] :]
+    tokens, texts = 0, []
+    for seq in new.tolist():
+        end = seq.index(tok.eos_token_id) + 1 if tok.eos_token_id in seq else len(seq)
+        tokens += end
+        texts.append(tok.decode(seq[:end], skip_special_tokens=True))
+    rate, reasons = _valid_rate(rows, texts, limits)
+    log.info(
+        "hf_generate: %d tokens in %.1fs = %.1f tokens/s, valid %.0f%%", tokens, seconds, tokens / seconds, 100 * rate
+    )
+    return {
+        "seconds": round(seconds, 2),
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "valid_rate": rate,
+        "rejections": reasons,
+        "threads": threads,
+        "dtype": "float32",
+    }
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    axes[0].bar(names, [results[n]["tokens_per_s"] for n in names], color=["tab:blue", "tab:cyan", "tab:gray"])
+    axes[0].set(title="generated tokens/s (CPU)", ylabel="tokens/s")
+    axes[1].bar(names, [100 * results[n]["valid_rate"] for n in names], color=["tab:blue", "tab:cyan", "tab:gray"])
+    axes[1].axhline(99, color="red", linestyle="--", linewidth=1)
+    axes[1].set(title="schema-valid outputs", ylabel="%", ylim=(0, 105))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(REPO / "configs" / "local.yaml"))
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for transformers generate")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    config = load_config(args.config)
+    gen = config.synth.generator
+    prepare([gen.model.removeprefix("bundled:")] if gen.model.startswith("bundled:") else [])
+    machine = machine_info()
+    rows = _prompts(config, args.prompts)
+    limits = limits_of(config.synth)
+    settings = EngineSettings(
+        model=gen.model,
+        max_num_seqs=max(gen.max_num_seqs, len(rows)),
+        max_model_len=gen.max_model_len,
+        memory_fraction=gen.memory_fraction,
+        kv_cache_gb=gen.kv_cache_gb,
+        enforce_eager=gen.enforce_eager,
+        temperature=gen.temperature,
+        top_p=gen.top_p,
+        seed=gen.seed,
+    )
+    results = run_vllm(settings, rows, limits)
+    results["hf_generate"] = run_hf(gen.model, settings, rows, limits, args.threads)
+    hf = results["hf_generate"]["tokens_per_s"]
+    payload = {
+        "machine": machine,
+        "setup": {
+            "model": gen.model,
+            "prompts": len(rows),
+            "max_tokens": int(rows[0]["max_tokens"]),
+            "temperature": gen.temperature,
+            "top_p": gen.top_p,
+            "config": str(args.config),
+            "vllm_dtype": "bfloat16 (vLLM CPU default)",
+            "hf_dtype": "float32",
+            "load_average_1m_end": os.getloadavg()[0],
+        },
+        "results": results,
+        "ratios": {
+            "tokens_per_s_vllm_unguided_vs_hf": results["vllm_unguided"]["tokens_per_s"] / hf,
+            "tokens_per_s_vllm_guided_vs_hf": results["vllm_guided"]["tokens_per_s"] / hf,
+            "valid_rate_guided": results["vllm_guided"]["valid_rate"],
+            "valid_rate_unguided": results["vllm_unguided"]["valid_rate"],
+        },
+        "goals": {"tokens_per_s_vllm_unguided_vs_hf": ">= 5", "valid_rate_guided": ">= 0.99"},
+    }
+    path = write_result("synth", payload)
+    plot(results, RESULTS / "synth.png")
+    log.info("wrote %s: ratios %s", path, payload["ratios"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
