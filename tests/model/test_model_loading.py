@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,8 @@ from embedforge.model import Embedder, TextEncoder, load_embedder, load_encoder
 from embedforge.model.st_encoder import SentenceTransformerEncoder
 
 
-def test_load_from_config_file_and_bundled_ref(tiny_model_dir, tmp_path):
-    (tmp_path / "c.yaml").write_text("model: {backbone: 'bundled:tiny-llama', max_query_length: 32}\n")
-    from_yaml = public_load_embedder(tmp_path / "c.yaml")
+def test_load_from_config_file_and_bundled_ref(tiny_model_dir):
+    from_yaml = public_load_embedder(Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml")
     assert isinstance(from_yaml, Embedder) and isinstance(from_yaml, TextEncoder)
     assert from_yaml.config.max_query_length == 32 and from_yaml.dimension == 64
     bundled = load_embedder("bundled:tiny-llama", model_config=ModelConfig(pooling="last"))

@@ -11,7 +11,7 @@ from peft import PeftModel
 
 from embedforge.config.model import LatentAttentionConfig, LoraConfig, ModelConfig
 from embedforge.model import load_embedder
-from embedforge.model.quantize import cosine_agreement, int8_agreement
+from embedforge.model.quantize import cosine_agreement, int8_agreement, quantize_int8
 
 TEXTS = [f"text number {i} about {'cats' if i % 2 else 'the history of rome'} " * (1 + i % 4) for i in range(50)]
 
@@ -106,3 +106,8 @@ def test_int8_quantization_agrees_and_leaves_original(trained):
     report = int8_agreement(trained, TEXTS[:6])
     assert report["texts"] == 6 and 0.9 < report["mean_cosine"] <= 1.0 + 1e-6
     assert np.allclose(before, trained.encode_documents(TEXTS[:6]), atol=1e-6)
+    layers = dict(trained.quantize_int8().backbone.named_modules())
+    assert type(layers["layers.0.mlp.down_proj"]) is torch.nn.Linear  # outlier-carrying inputs stay float32
+    assert "DynamicQuantizedLinear" in type(layers["layers.0.self_attn.q_proj"]).__name__
+    with pytest.raises(ValueError, match="no Linear layer left"):
+        quantize_int8(trained, skip=("proj",))

@@ -14,11 +14,13 @@ import httpx
 TEXTS = [f"load test sentence number {i} about distributed embedding services" for i in range(16)]
 
 
-def running_replicas(app: str) -> int:
+def replicas(app: str, states: tuple[str, ...] = ("STARTING", "UPDATING", "RECOVERING", "RUNNING")) -> int:
+    """Replicas of the app's deployment in the given states (default: every state of a live replica)."""
     from ray import serve
 
     status = serve.status().applications[app].deployments[app]
-    return int({str(k): v for k, v in status.replica_states.items()}.get("RUNNING", 0))
+    counts = {str(getattr(k, "value", k)): v for k, v in status.replica_states.items()}
+    return int(sum(counts.get(state, 0) for state in states))
 
 
 def wait_for(predicate, timeout_s: float, what: str) -> float:
@@ -88,7 +90,7 @@ def test_metrics_are_exported(served, ray_cluster):
 
 def test_autoscales_up_under_load_and_back_down(served):
     app = served.app_name
-    wait_for(lambda: running_replicas(app) == 1, 60, "a single running replica before the load")
+    wait_for(lambda: replicas(app) == 1, 60, "a single replica before the load")
     stop = threading.Event()
     result: dict = {}
     loader = threading.Thread(
@@ -98,15 +100,15 @@ def test_autoscales_up_under_load_and_back_down(served):
     )
     loader.start()
     try:
-        wait_for(lambda: running_replicas(app) >= 2, 75, "scale-up above 1 replica")
-        time.sleep(2)  # keep the load on with both replicas serving
+        wait_for(lambda: replicas(app) >= 2, 60, "scale-up above 1 replica")
+        time.sleep(5)  # the load goes on while the new replica starts
     finally:
         stop.set()
         loader.join()
     statuses = result["statuses"]
     assert statuses[200] > 20, statuses
     assert set(statuses) == {200}, f"non-200 answers under load: {statuses}"
-    wait_for(lambda: running_replicas(app) == 1, 60, "scale-down back to 1 replica")
+    wait_for(lambda: replicas(app) == 1, 60, "scale-down back to 1 replica")
 
 
 def test_overload_answers_503_and_never_hangs(overload_served):

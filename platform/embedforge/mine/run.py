@@ -29,7 +29,7 @@ from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
 from embedforge.mine.index import build_index, chunks
-from embedforge.mine.miner import DenseView, PoolMiner
+from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
 from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
 from embedforge.mine.stats import MiningStats
 from embedforge.mine.teachers.dense import dense_identity
@@ -94,7 +94,9 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
     return DenseView(doc_vectors=vectors, index=build_index(vectors, config.mine), query_vectors=query_vectors)
 
 
-def _mined_example(ex: TrainingExample, result: Any, pool: MiningPool, provenance: dict[str, Any]) -> TrainingExample:
+def _mined_example(
+    ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any]
+) -> TrainingExample:
     scores = result.scores
     prov = {**ex.provenance_dict(), "mining": provenance}
     return replace(

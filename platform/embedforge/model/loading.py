@@ -26,7 +26,8 @@ def _from_model_config(config: ModelConfig) -> Embedder:
     if is_embedforge_dir(path):
         raise ValueError(f"model.backbone {config.backbone!r} is an embedforge model folder: load it directly")
     backbone = load_backbone(path, config.dtype, config.bidirectional)
-    return Embedder(backbone, load_tokenizer(path), config, name=config.backbone, backbone_ref=config.backbone)
+    ref = config.backbone if config.backbone.startswith(BUNDLED_PREFIX) else str(path)  # absolute: saved folders move
+    return Embedder(backbone, load_tokenizer(path), config, name=config.backbone, backbone_ref=ref)
 
 
 def _is_sentence_transformers_dir(path: Path) -> bool:

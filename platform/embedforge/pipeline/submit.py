@@ -1,7 +1,8 @@
 """Submit the pipeline to a Ray cluster with `ray job submit`, follow the job's log, and report how it ended.
 
 A head that has just started may answer on its dashboard before its job agent is up ("No available agent to
-submit job"); the submission is retried for a while in that case only.
+submit job"), and a busy dashboard may drop the working-dir upload; the submission is retried for a while in
+those cases only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from embedforge.cluster.local import _ray_bin
 from embedforge.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
-AGENT_NOT_READY = "No available agent"
+TRANSIENT = ("No available agent", "Connection aborted", "RemoteDisconnected")
 
 
 def pipeline_command(
@@ -62,19 +63,19 @@ def submit_pipeline(
     run_dir: Path,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
-    agent_wait_s: float = 180.0,
+    ready_wait_s: float = 180.0,
 ) -> int:
     """Submit, stream the job's log here until it ends; 0 only if the job SUCCEEDED."""
     submission_id = f"embedforge-pipeline-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = pipeline_command(address, config_path, run_dir, extra_args, submission_id)
     log.info("$ %s", shlex.join(cmd))
-    deadline = time.monotonic() + agent_wait_s
+    deadline = time.monotonic() + ready_wait_s
     while True:
         out = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
         if out.returncode == 0:
             break
-        if AGENT_NOT_READY in out.stdout + out.stderr and time.monotonic() < deadline:
-            log.info("the head's job agent is not up yet; submitting again in 5s")
+        if any(t in out.stdout + out.stderr for t in TRANSIENT) and time.monotonic() < deadline:
+            log.info("the head is not ready for jobs yet; submitting again in 5s")
             time.sleep(5)
             continue
         sys.stderr.write(out.stdout + out.stderr)

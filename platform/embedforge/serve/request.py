@@ -77,7 +77,8 @@ def parse_request(
             404, f"model {model[:100]!r} not found; this endpoint serves {model_name!r}", "model", "model_not_found"
         )
     texts = _texts(payload.get("input"), "input" in payload, limits)
-    encoding_format = payload.get("encoding_format") or "float"
+    encoding_format = payload.get("encoding_format")
+    encoding_format = "float" if encoding_format is None else encoding_format
     if encoding_format not in ("float", "base64"):
         raise APIError(
             422, f"`encoding_format` must be 'float' or 'base64', got {_short(encoding_format)}", "encoding_format"
@@ -88,7 +89,8 @@ def parse_request(
             raise APIError(422, f"`dimensions` must be an integer, got {_json_type(dimensions)}", "dimensions")
         if not 1 <= dimensions <= dimension:
             raise APIError(422, f"`dimensions` must be between 1 and {dimension}, got {dimensions}", "dimensions")
-    input_type = payload.get("input_type") or default_input_type
+    input_type = payload.get("input_type")
+    input_type = default_input_type if input_type is None else input_type
     if input_type not in ("query", "document"):
         raise APIError(422, f"`input_type` must be 'query' or 'document', got {_short(input_type)}", "input_type")
     instruction = payload.get("instruction")
