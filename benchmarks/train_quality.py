@@ -55,7 +55,7 @@ def main() -> None:
     for task in TASKS:  # one evaluation per task: each gets its own size limit
         eval_config = load_config(args.config, [
             *args.overrides, f"evaluate.tasks=[{task}]", f"evaluate.baselines=[{BASE}]",
-            f"evaluate.max_examples_per_task={limits[task]}",
+            f"evaluate.max_examples_per_task={limits[task]}", f"evaluate.baseline_for_deltas={BASE}",
             f"evaluate.max_corpus_documents={json.dumps(args.corpus)}",
         ])
         run_evaluate(eval_config, args.run_dir, models=["trained", BASE])

@@ -82,6 +82,7 @@ CASES = [
         422,
         "`encoding_format` must be 'float' or 'base64'",
     ),
+    ("empty-encoding-format", "POST", "/v1/embeddings", ok(encoding_format=""), {}, 422, "got ''"),
     ("negative-dimensions", "POST", "/v1/embeddings", ok(dimensions=-1), {}, 422, "between 1 and 384, got -1"),
     ("zero-dimensions", "POST", "/v1/embeddings", ok(dimensions=0), {}, 422, "between 1 and 384, got 0"),
     ("too-large-dimensions", "POST", "/v1/embeddings", ok(dimensions=385), {}, 422, "between 1 and 384, got 385"),
