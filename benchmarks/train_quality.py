@@ -1,6 +1,7 @@
 """Quality check of the training stage: train with a config, then evaluate the trained model against the untrained
-mean-pooled base on STS Benchmark dev (Spearman) and the TREC DL MS MARCO subset (nDCG@10) with
-`embedforge.evaluate`. Writes benchmarks/results/train_quality.json (scores, deltas, training time, settings).
+mean-pooled base on STS Benchmark dev (Spearman) and the TREC DL MS MARCO subset (nDCG@10) with the tasks and
+scorers of `embedforge.evaluate`, in this process (no Ray: scoring two models is small).
+Writes benchmarks/results/train_quality.json (scores, deltas, training time, settings).
 
     .venv/bin/python benchmarks/train_quality.py configs/local.yaml --run-dir runs/quality [--set KEY=VALUE ...]
 """
@@ -8,7 +9,6 @@ mean-pooled base on STS Benchmark dev (Spearman) and the TREC DL MS MARCO subset
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -39,35 +39,42 @@ def main() -> None:
     from common import machine_info, write_result
 
     from embedforge.config import load_config
-    from embedforge.evaluate.run import run_evaluate
-    from embedforge.train.run import run_train
+    from embedforge.evaluate.registry import build_task
+    from embedforge.evaluate.scoring import score_task
+    from embedforge.evaluate.tasks import RetrievalTask
+    from embedforge.model import load_encoder
+    from embedforge.runs.stage import read_manifest
+    from embedforge.train.run import run_train, stage_settings
 
     torch.set_num_threads(2)
     machine = machine_info()
-    # a private cluster: never join a development head another process left running on this machine
-    ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
     config = load_config(args.config, args.overrides)
+    previous = read_manifest(Path(args.run_dir) / "train")
+    if previous is None or previous.get("config_hash") != stage_settings(config)[1] or previous["status"] != "complete":
+        # a private cluster: never join a development head another process left running on this machine
+        ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
     started = time.time()
     manifest = run_train(config, args.run_dir)
     train_s = time.time() - started
     limits = {"stsb": args.stsb_pairs, "trec_dl_msmarco_subset": args.retrieval_queries}
-    scores, metrics, evaluated = {}, {}, {}
-    for task in TASKS:  # one evaluation per task: each gets its own size limit
-        eval_config = load_config(args.config, [
-            *args.overrides, f"evaluate.tasks=[{task}]", f"evaluate.baselines=[{BASE}]",
-            f"evaluate.max_examples_per_task={limits[task]}", f"evaluate.baseline_for_deltas={BASE}",
-            f"evaluate.max_corpus_documents={json.dumps(args.corpus)}",
-        ])
-        run_evaluate(eval_config, args.run_dir, models=["trained", BASE])
-        report = json.loads((Path(args.run_dir) / "evaluate" / "report.json").read_text())
-        scores[task], metrics[task] = report["tasks"][task]["scores"], report["tasks"][task]["main_metric"]
-        evaluated[task] = eval_config.evaluate.model_dump(mode="json")
+    models = {"trained": str(Path(args.run_dir) / "train" / "model"), BASE: BASE}
+    scores: dict[str, dict[str, float]] = {t: {} for t in TASKS}
+    metrics = {}
+    for name, ref in models.items():  # in-process scoring: the evaluation stage's own tasks and scorers
+        encoder = load_encoder(ref, model_config=config.model)
+        for task_name in TASKS:
+            task = build_task(task_name, config.evaluate).limit(limits[task_name], seed=0)
+            if isinstance(task, RetrievalTask):
+                task = task.limit_corpus(args.corpus, seed=0)
+            result = score_task(task, encoder, batch_size=16)
+            scores[task_name][name], metrics[task_name] = result["main_score"], task.main_metric
+            logging.info("%s on %s: %s = %.4f", name, task_name, task.main_metric, result["main_score"])
     deltas = {t: scores[t]["trained"] - scores[t][BASE] for t in TASKS}
     path = write_result("train_quality", {
         "machine": machine,
         "config": args.config,
         "overrides": args.overrides,
-        "evaluate": evaluated,
+        "evaluate": {"limits": limits, "corpus": args.corpus, "seed": 0},
         "train_seconds_fit": manifest.get("timings", {}).get("fit"),
         "train_seconds_stage_total": round(train_s, 1),
         "steps": manifest.get("counts", {}).get("steps"),

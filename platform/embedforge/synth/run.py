@@ -279,6 +279,7 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     png = plot(all_stats, stage.dir / "report.png", f"synth: {synth.generator.model}")
     new_tokens = sum(st["counts"]["output_tokens"] + st["counts"]["judge_tokens"] for st in new_stats)
     new_prompts = sum(st["counts"]["prompts"] for st in new_stats)
+    # wall clock of this call's generation phase, engine start-up included (workers log the pure decode rates)
     throughput = {
         "prompts_per_s": new_prompts / gen_seconds if new_stats else None,
         "tokens_per_s": new_tokens / gen_seconds if new_stats else None,
