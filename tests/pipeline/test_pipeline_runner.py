@@ -106,7 +106,7 @@ def test_failure_names_the_step_and_stops(ray_cluster, config, tmp_path):
     assert record["status"] == "failed"
     assert record["failed_step"] == "mine"
     assert "unreadable" in record["steps"]["mine"]["error"]
-    assert "train" not in record["steps"]
+    assert record["steps"]["train"] == {"status": "pending"}
 
 
 def test_skip_by_request_and_unknown_skip(ray_cluster, config, tmp_path):

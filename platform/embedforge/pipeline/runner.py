@@ -102,9 +102,9 @@ def run_pipeline(
     _write(run_dir, record)
     _preflight(config)
     active = [s for s in steps if s.enabled(config) and s.name not in skip]
-    for step in steps:
-        if step not in active:
-            record["steps"][step.name] = {"status": "skipped by request" if step.name in skip else "disabled"}
+    for step in steps:  # every step listed in order from the start: pending until it runs
+        status = "pending" if step in active else "skipped by request" if step.name in skip else "disabled"
+        record["steps"][step.name] = {"status": status}
     for number, step in enumerate(active, 1):
         _banner(f"[{number}/{len(active)}] {step.name}: {step.title}")
         before = _finished_at(run_dir, step.name)
