@@ -37,7 +37,7 @@ class GeneratorConfig(Section):
     cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
-    max_tokens: PositiveInt = 384
+    max_tokens: PositiveInt = 1024
     seed: int = 0
     batch_size: PositiveInt = 16
     guided: bool = Field(True, description="JSON-schema guided decoding (only the benchmark turns it off)")
