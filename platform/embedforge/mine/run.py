@@ -137,6 +137,7 @@ class _Miner:
     def close(self) -> None:
         for pool in self.pair_pools:
             pool.close()
+        self.pair_pools = []
 
     def mine_source(self, source: DataSource) -> None:
         from embedforge.data.sources import load_source
@@ -153,7 +154,10 @@ class _Miner:
                 log.info("source %s pool %d: all %d shards done, skipping", source.name, p, len(shard_ids))
                 continue
             miner = self._pool_miner(source, p, pool)
-            self._mine_pool(source, pool, miner, examples, shard_ids)
+            try:
+                self._mine_pool(source, pool, miner, examples, shard_ids)
+            finally:
+                self.close()  # pairwise actors never hold CPUs while the next embedding pool needs them
 
     def _pool_miner(self, source: DataSource, p: int, pool: MiningPool) -> PoolMiner:
         mine = self.config.mine
@@ -171,6 +175,7 @@ class _Miner:
         ]
         bm25 = BM25Teacher(pool.corpus) if any(t.kind == "bm25" for t in mine.teachers) else None
         self.stage.time("index", time.time() - started)
+        self.open_pairwise()
         return PoolMiner(pool, mine, views, bm25, self.pair_pools)
 
     def _mine_pool(
@@ -269,7 +274,6 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     stage.start()
     miner = _Miner(config, stage, run_dir)
     try:
-        miner.open_pairwise()
         for source in mined_sources(config):
             miner.mine_source(source)
     finally:
