@@ -1,0 +1,1 @@
+"""Run directories: one folder per stage with Parquet shards and a manifest."""
