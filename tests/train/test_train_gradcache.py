@@ -16,23 +16,36 @@ from embedforge.train.objective import Targets, objective
 B, C = 4, 3
 
 
-def test_gradcache_gradients_equal_plain_loss(tiny_model_dir):
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradcache_gradients_equal_plain_loss(tiny_model_dir, device):
+    """On a GPU, dropout draws from the CUDA generator: GradCache must replay that one too."""
     torch.manual_seed(0)
     tokenizer = load_tokenizer(tiny_model_dir)
     model = load_backbone(tiny_model_dir)
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.3, target_modules=["q_proj", "v_proj"],
-                                            init_lora_weights=False))
+    model = get_peft_model(
+        model,
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=0.3, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    ).to(device)
     model.train()
 
     def encode(texts):
-        enc = tokenize_pairs(tokenizer, [""] * len(texts), list(texts), max_length=32)
+        enc = tokenize_pairs(tokenizer, [""] * len(texts), list(texts), max_length=32).to(device)
         out = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask).last_hidden_state
         return torch.nn.functional.normalize(masked_mean(out, enc.pool_mask), dim=-1)
 
     queries = [f"question number {i} about topic {i * 7}" for i in range(B)]
     docs = [f"passage {i} {j} with some words {i + j}" for i in range(B) for j in range(C)]
     losses = LossesConfig.model_validate({"pair_bce": {"weight": 0.5}})
-    targets = Targets(torch.full((B, C), float("nan")), torch.full((B,), float("nan")), torch.full((B,), 1.0))
+    nan = float("nan")
+    targets = Targets(
+        torch.full((B, C), nan, device=device), torch.full((B,), nan, device=device), torch.ones(B, device=device)
+    )
 
     def loss_fn(q, d):
         return objective(q, d.reshape(B, C, -1), targets, losses, in_batch=True)

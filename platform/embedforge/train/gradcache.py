@@ -24,6 +24,18 @@ def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def _rng_state() -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The CPU and every CUDA generator's state: dropout on a GPU draws from the CUDA generator."""
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [])
+
+
+def _set_rng_state(state: tuple[torch.Tensor, list[torch.Tensor]]) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda:
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def plain_step(
     encode: EncodeFn, queries: Sequence[T], documents: Sequence[T], loss_fn: LossFn
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -47,7 +59,7 @@ def gradcache_step(
     states, reps = [], []
     with torch.no_grad():
         for _, chunk in chunks:
-            states.append(torch.get_rng_state())
+            states.append(_rng_state())
             reps.append(encode(chunk))
     n_q = sum(1 for kind, _ in chunks if kind == "q")
     q = torch.cat(reps[:n_q]).requires_grad_(True)
@@ -56,12 +68,12 @@ def gradcache_step(
     loss.backward()
     grads = list(torch.split(q.grad, [len(c) for _, c in chunks[:n_q]]))
     grads += list(torch.split(d.grad, [len(c) for _, c in chunks[n_q:]]))
-    after = torch.get_rng_state()
+    after = _rng_state()
     for i, ((_, chunk), state, grad) in enumerate(zip(chunks, states, grads, strict=True)):
-        torch.set_rng_state(state)
+        _set_rng_state(state)
         last = i == len(chunks) - 1
         context = no_sync() if (no_sync is not None and not last) else contextlib.nullcontext()
         with context:
             torch.dot(encode(chunk).flatten(), grad.flatten()).backward()
-    torch.set_rng_state(after)
+    _set_rng_state(after)
     return loss.detach(), metrics
