@@ -199,17 +199,7 @@ def main() -> int:
     machine = machine_info()
     rows = _prompts(config, args.prompts)
     limits = limits_of(config.synth)
-    settings = EngineSettings(
-        model=gen.model,
-        max_num_seqs=max(gen.max_num_seqs, len(rows)),
-        max_model_len=gen.max_model_len,
-        memory_fraction=gen.memory_fraction,
-        kv_cache_gb=gen.kv_cache_gb,
-        enforce_eager=gen.enforce_eager,
-        temperature=gen.temperature,
-        top_p=gen.top_p,
-        seed=gen.seed,
-    )
+    settings = EngineSettings.from_config(gen, max_num_seqs=max(gen.max_num_seqs, len(rows)))
     results = run_vllm(settings, rows, limits)
     results["hf_generate"] = run_hf(gen.model, settings, rows, limits, args.threads)
     hf = results["hf_generate"]["tokens_per_s"]

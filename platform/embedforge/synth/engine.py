@@ -11,9 +11,10 @@ import json
 import logging
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from embedforge.config.synth import GeneratorConfig
 from embedforge.paths import resolve_model
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,12 @@ class EngineSettings:
     top_p: float = 0.95
     seed: int = 0
     guided: bool = True
+
+    @classmethod
+    def from_config(cls, gen: GeneratorConfig, **overrides: Any) -> EngineSettings:
+        """The settings of config `synth.generator`, with `overrides` (e.g. a benchmark's max_num_seqs)."""
+        values = {f.name: getattr(gen, f.name) for f in fields(cls)}
+        return cls(**{**values, **overrides})
 
 
 @dataclass(frozen=True)

@@ -60,19 +60,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
     import ray
 
     gen, judge = config.synth.generator, config.synth.judge
-    engine = EngineSettings(
-        model=gen.model,
-        tensor_parallel_size=gen.tensor_parallel_size,
-        max_num_seqs=gen.max_num_seqs,
-        max_model_len=gen.max_model_len,
-        memory_fraction=gen.memory_fraction,
-        kv_cache_gb=gen.kv_cache_gb,
-        enforce_eager=gen.enforce_eager,
-        temperature=gen.temperature,
-        top_p=gen.top_p,
-        seed=gen.seed,
-        guided=gen.guided,
-    )
+    engine = EngineSettings.from_config(gen)
     judge_settings = JudgeSettings(judge.enabled, judge.model, judge.max_tokens, judge.note_chars)
     ctx = ray.data.DataContext.get_current()
     previous_order = ctx.execution_options.preserve_order
