@@ -52,8 +52,9 @@ def serve_test_config(**changes):
     return ServeConfig.model_validate({**TEST_SERVE, **changes})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def served(ray_cluster, minilm_dir) -> Served:
+    """Deployed per test module and deleted after it, so its replica's CPU goes back to the session's cluster."""
     from ray import serve
 
     from embedforge.serve.deploy import deploy

@@ -32,7 +32,12 @@ class _Rows:  # what read_examples expects from a Ray Data shard
 def _config(tiny_config):
     data = tiny_config.model_dump(mode="json")
     data["train"].update(
-        num_workers=2, cpus_per_worker=1, checkpoint_every=3, max_failures=2, log_every=1,
+        # half a CPU each: the session's 2-CPU cluster may still hold other tests' actors (a Serve replica, ...)
+        num_workers=2,
+        cpus_per_worker=0.5,
+        checkpoint_every=3,
+        max_failures=2,
+        log_every=1,
         gradcache={"enabled": True, "chunk_size": 3},
     )
     data["train"]["stages"][0].update(steps=STEPS[0], curriculum="none")
