@@ -77,15 +77,18 @@ def test_metrics_are_exported(served, ray_cluster):
     ]
     text = ""
 
-    def exported() -> bool:
+    def ok_count() -> float:
+        ok = re.search(r'ray_embedforge_requests_total\{[^}]*status="200"[^}]*\} ([0-9.e+]+)', text)
+        return float(ok.group(1)) if ok else 0.0
+
+    def exported() -> bool:  # metrics are exported periodically: wait until all three requests are counted
         nonlocal text
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
             text = resp.read().decode()
-        return all(name in text for name in wanted)
+        return all(name in text for name in wanted) and ok_count() >= 3
 
-    wait_for(exported, 60, "embedforge metrics export")
-    ok = re.search(r'ray_embedforge_requests_total\{[^}]*status="200"[^}]*\} ([0-9.e+]+)', text)
-    assert ok and float(ok.group(1)) >= 3
+    wait_for(exported, 60, "embedforge metrics export of the three requests")
+    assert ok_count() >= 3
 
 
 def test_autoscales_up_under_load_and_back_down(served):
