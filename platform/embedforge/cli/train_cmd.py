@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 
 from embedforge.cli.common import add_stage_arguments, load_or_exit
 
@@ -20,7 +19,6 @@ def run(args: argparse.Namespace) -> int:
     if not config.train.enabled:
         print("train: disabled in the config (train.enabled: false); nothing to do")
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from embedforge.train.run import run_train
 
     try:
