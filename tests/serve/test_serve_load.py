@@ -58,7 +58,20 @@ def hammer(
     return statuses
 
 
+def ok_series(text: str) -> dict[str, float]:
+    """Every exported `requests_total{status="200"}` series (one per replica, earlier modules' included)."""
+    pattern = r'ray_embedforge_requests_total\{([^}]*status="200"[^}]*)\} ([0-9.e+]+)'
+    return {labels: float(value) for labels, value in re.findall(pattern, text)}
+
+
 def test_metrics_are_exported(served, ray_cluster):
+    port = ray_cluster.nodes()[0]["MetricsExportPort"]
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            return resp.read().decode()
+
+    before = ok_series(scrape())
     with httpx.Client(headers={"Authorization": f"Bearer {served.key}"}, timeout=30) as http:
         for _ in range(3):
             assert (
@@ -67,7 +80,6 @@ def test_metrics_are_exported(served, ray_cluster):
                 ).status_code
                 == 200
             )
-    port = ray_cluster.nodes()[0]["MetricsExportPort"]
     wanted = [
         "ray_embedforge_requests_total",
         "ray_embedforge_tokens_total",
@@ -77,18 +89,17 @@ def test_metrics_are_exported(served, ray_cluster):
     ]
     text = ""
 
-    def ok_count() -> float:
-        ok = re.search(r'ray_embedforge_requests_total\{[^}]*status="200"[^}]*\} ([0-9.e+]+)', text)
-        return float(ok.group(1)) if ok else 0.0
+    def new_ok() -> float:
+        """200s counted since `before`; a series that vanished (a deleted replica) does not count against it."""
+        return sum(max(0.0, value - before.get(labels, 0.0)) for labels, value in ok_series(text).items())
 
     def exported() -> bool:  # metrics are exported periodically: wait until all three requests are counted
         nonlocal text
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-            text = resp.read().decode()
-        return all(name in text for name in wanted) and ok_count() >= 3
+        text = scrape()
+        return all(name in text for name in wanted) and new_ok() >= 3
 
     wait_for(exported, 60, "embedforge metrics export of the three requests")
-    assert ok_count() >= 3
+    assert new_ok() == 3
 
 
 def test_autoscales_up_under_load_and_back_down(served):
