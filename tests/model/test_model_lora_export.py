@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 from peft import PeftModel
 
 from embedforge.config.model import LatentAttentionConfig, LoraConfig, ModelConfig
-from embedforge.model import load_embedder
+from embedforge.model import load_embedder, load_encoder
 from embedforge.model.quantize import cosine_agreement, int8_agreement, quantize_int8
 
 TEXTS = [f"text number {i} about {'cats' if i % 2 else 'the history of rome'} " * (1 + i % 4) for i in range(50)]
@@ -72,10 +73,25 @@ def test_merged_export_loads_without_peft(trained, tmp_path):
     assert "wikiqa: 64 examples" in card and "Not evaluated yet" in card
 
 
-def test_sentence_transformers_export_encodes_like_embedforge(trained, tmp_path):
+def _agree(ours: np.ndarray, theirs: np.ndarray) -> bool:
+    return float(np.abs(ours - theirs).max()) < 1e-4 or cosine_agreement(ours, theirs)["min_cosine"] > 0.999
+
+
+def _export_manifest(directory) -> dict:
+    return json.loads((directory / "embedforge_export.json").read_text())
+
+
+def test_custom_module_export_encodes_like_embedforge_and_says_why(trained, tmp_path, caplog):
     from sentence_transformers import SentenceTransformer
 
-    trained.export(tmp_path / "st", format="sentence_transformers", card={"evaluation": {"stsb": {"spearman": 0.5}}})
+    with caplog.at_level(logging.WARNING, logger="embedforge.model.export"):
+        trained.export(tmp_path / "st", "sentence_transformers", card={"evaluation": {"stsb": {"spearman": 0.5}}})
+    manifest = _export_manifest(tmp_path / "st")
+    assert manifest["kind"] == "custom_module" and manifest["trust_remote_code"] is True
+    assert manifest["custom_module_reason"].startswith("bidirectional attention")  # (latent attention too)
+    assert "trust_remote_code=True" in caplog.text and "bidirectional attention" in caplog.text
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        SentenceTransformer(str(tmp_path / "st"), device="cpu")
     model = SentenceTransformer(str(tmp_path / "st"), device="cpu", trust_remote_code=True)
     ours_q = trained.encode_queries(TEXTS)
     theirs_q = model.encode_query(TEXTS, convert_to_numpy=True, normalize_embeddings=True)
@@ -85,7 +101,77 @@ def test_sentence_transformers_export_encodes_like_embedforge(trained, tmp_path)
     assert cosine_agreement(ours_d, theirs_d)["min_cosine"] >= 0.999
     custom = model.encode(TEXTS[:5], prompt="Instruct: T\nQuery: ", normalize_embeddings=True)
     assert cosine_agreement(trained.encode_queries(TEXTS[:5], task="T"), custom)["min_cosine"] >= 0.999
-    assert "| stsb | spearman | 0.5000 |" in (tmp_path / "st" / "README.md").read_text()
+    card = (tmp_path / "st" / "README.md").read_text()
+    assert "| stsb | spearman | 0.5000 |" in card
+    assert "trust_remote_code=True" in card and "because of bidirectional attention" in card
+
+
+def _causal_lora_embedder(tiny_model_dir, pooling: str):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        backbone=str(tiny_model_dir),
+        pooling=pooling,
+        bidirectional=False,
+        lora=LoraConfig(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
+        max_query_length=32,
+        max_doc_length=24,  # the longest TEXTS are cut: both sides must truncate alike
+    )
+    embedder = load_embedder(config)
+    embedder.enable_lora()
+    with torch.no_grad():
+        for name, param in embedder.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    return embedder
+
+
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_standard_modules_export_loads_without_remote_code(tiny_model_dir, tmp_path, pooling):
+    from sentence_transformers import SentenceTransformer
+
+    embedder = _causal_lora_embedder(tiny_model_dir, pooling)
+    embedder.export(tmp_path / "st", format="sentence_transformers")
+    manifest = _export_manifest(tmp_path / "st")
+    assert manifest["kind"] == "standard_modules" and manifest["custom_module_reason"] is None
+    modules = json.loads((tmp_path / "st" / "modules.json").read_text())
+    assert all(m["type"].startswith("sentence_transformers.") for m in modules)
+    assert not (tmp_path / "st" / "embedforge").exists() and not list((tmp_path / "st").glob(".st-*"))
+    model = SentenceTransformer(str(tmp_path / "st"), device="cpu")  # plain: no trust_remote_code
+    assert model.tokenizer.padding_side == "right" and model.max_seq_length == 32
+    texts = [*TEXTS[:12], "", " leading space", "naïve café, 東京", "faq\nQuery: how to pay"]  # template tail inside
+    ours_q, theirs_q = embedder.encode_queries(texts), model.encode_query(texts, convert_to_numpy=True)
+    assert _agree(ours_q, theirs_q)
+    ours_d, theirs_d = embedder.encode_documents(texts), model.encode_document(texts, convert_to_numpy=True)
+    assert _agree(ours_d, theirs_d)
+    custom = model.encode_query(texts[:5], prompt="Instruct: T\nQuery: ", convert_to_numpy=True)
+    assert _agree(embedder.encode_queries(texts[:5], task="T"), custom)
+    assert np.allclose(np.linalg.norm(theirs_d, axis=1)[:12], 1.0, atol=1e-5)  # Normalize module (config.normalize)
+    encoder = load_encoder(tmp_path / "st")  # the TextEncoder wrapper: instructions and per-kind lengths too
+    assert _agree(embedder.encode_queries(texts, task="T"), encoder.encode_queries(texts, task="T"))
+    assert _agree(ours_d, encoder.encode_documents(texts))
+    card = (tmp_path / "st" / "README.md").read_text()
+    assert "model = SentenceTransformer(PATH)\n" in card and "trust_remote_code" not in card
+
+
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_bos_tokenizer_blocks_standard_mean_pooling_only(tiny_model_dir, tmp_path, pooling):
+    from sentence_transformers import SentenceTransformer
+    from tokenizers import processors
+
+    embedder = load_embedder(ModelConfig(backbone=str(tiny_model_dir), pooling=pooling, bidirectional=False))
+    bos = embedder.tokenizer.bos_token
+    embedder.tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, embedder.tokenizer.bos_token_id)]
+    )  # a Llama-style tokenizer: BOS first, which embedforge attends to but never pools
+    embedder.export(tmp_path / "st", format="sentence_transformers")
+    manifest = _export_manifest(tmp_path / "st")
+    if pooling == "mean":
+        assert manifest["kind"] == "custom_module" and "leading BOS" in manifest["custom_module_reason"]
+        return
+    assert manifest["kind"] == "standard_modules"
+    model = SentenceTransformer(str(tmp_path / "st"), device="cpu")
+    assert _agree(embedder.encode_queries(TEXTS[:6]), model.encode_query(TEXTS[:6], convert_to_numpy=True))
+    assert _agree(embedder.encode_documents(TEXTS[:6]), model.encode_document(TEXTS[:6], convert_to_numpy=True))
 
 
 def test_unknown_export_format_is_refused(trained, tmp_path):

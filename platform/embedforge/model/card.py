@@ -32,15 +32,25 @@ def _evaluation(info: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_card(embedder: Embedder, format: str, info: dict[str, Any] | None = None) -> str:
+def render_card(
+    embedder: Embedder, format: str, info: dict[str, Any] | None = None, custom_reason: str | None = None
+) -> str:
+    """The card for `format`; a sentence-transformers export with `custom_reason` uses embedforge's own module."""
     info = info or {}
     cfg = embedder.config
     instr = cfg.instructions
     if format == "sentence_transformers":
+        loading = (
+            "# sentence-transformers' own modules (Transformer, Pooling): no remote code needed\n"
+            "model = SentenceTransformer(PATH)\n"
+            if custom_reason is None
+            else "# custom module from the embedforge package (must be installed); ST 6 needs trust_remote_code for\n"
+            f"# it, needed here because of {custom_reason}\n"
+            "model = SentenceTransformer(PATH, trust_remote_code=True)\n"
+        )
         usage = (
             "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
-            "# custom module from the embedforge package (must be installed); ST 6 needs trust_remote_code for it\n"
-            "model = SentenceTransformer(PATH, trust_remote_code=True)\n"
+            f"{loading}"
             'queries = model.encode_query(["how do I reset my card PIN?"])  # default instruction\n'
             f'custom = model.encode(["..."], prompt={instr.query_template.format(task="<your task>")!r})\n'
             'documents = model.encode_document(["To reset your PIN, ..."])\n```\n'

@@ -2,9 +2,16 @@
 
 - `merged`: an embedforge folder (`persistence` layout) with the adapters folded into full backbone weights plus
   the pooling head; `load_embedder` loads it with plain transformers.
-- `sentence_transformers`: a folder `SentenceTransformer(path)` loads, through `st_module.EmbedforgeModule`,
-  with the merged embedforge folder inside, the query/document prompts, and the instruction template.
-Both get a generated model card (README.md).
+- `sentence_transformers`: a folder with the query/document prompts and the instruction template, of one of two
+  kinds, chosen here and recorded in `embedforge_export.json`:
+  - `standard_modules` (`st_standard.py`): ST's own Transformer + Pooling (+ Normalize) over the merged
+    checkpoint; plain `SentenceTransformer(path)` loads it. Written when they reproduce the embedder: causal
+    attention, mean or last pooling, and a tokenizer that can be made to tokenize as embedforge does.
+  - `custom_module` (`st_module.EmbedforgeModule` over the merged embedforge folder inside): for everything
+    else (bidirectional attention, latent-attention or ATA pooling, ...); ST 6 imports a module class from
+    outside its own package only with `SentenceTransformer(path, trust_remote_code=True)`, and the export logs
+    and records why that configuration needs it.
+Both formats get a generated model card (README.md).
 """
 
 from __future__ import annotations
@@ -16,16 +23,17 @@ from typing import Any
 
 from embedforge.model.card import render_card
 from embedforge.model.embedder import Embedder
-from embedforge.model.instructions import render_prefix
 from embedforge.model.lora import merged_copy
 from embedforge.model.persistence import write_folder
 from embedforge.model.st_encoder import write_instructions
+from embedforge.model.st_standard import st_prompts, write_standard_modules
 
 log = logging.getLogger(__name__)
 FORMATS = ("merged", "sentence_transformers")
+EXPORT_MANIFEST = "embedforge_export.json"  # which sentence-transformers kind was written, and why
 
 
-def _export_sentence_transformers(embedder: Embedder, directory: Path) -> None:
+def _write_custom_module(embedder: Embedder, directory: Path) -> None:
     import sentence_transformers
     import torch
     import transformers
@@ -42,22 +50,50 @@ def _export_sentence_transformers(embedder: Embedder, directory: Path) -> None:
             "transformers": transformers.__version__,
             "pytorch": torch.__version__,
         },
-        "prompts": {"query": render_prefix(embedder.config.instructions, None), "document": ""},
+        "prompts": st_prompts(embedder.config.instructions),
         "default_prompt_name": None,
         "similarity_fn_name": "cosine",
     }
     (directory / "config_sentence_transformers.json").write_text(json.dumps(st_config, indent=2) + "\n")
+
+
+def _export_sentence_transformers(embedder: Embedder, directory: Path) -> str | None:
+    """Write the standard-modules kind where possible, else the custom module; returns why the latter was needed."""
+    reason = write_standard_modules(embedder, directory)
+    if reason is None:
+        log.info("%s: sentence-transformers export of ST's own modules; SentenceTransformer(path) loads it", directory)
+    else:
+        log.warning(
+            "%s: sentence-transformers export uses embedforge's custom module, so it loads only with "
+            "SentenceTransformer(path, trust_remote_code=True) and embedforge installed, because of %s",
+            directory,
+            reason,
+        )
+        _write_custom_module(embedder, directory)
     write_instructions(directory, embedder.config.instructions)
+    manifest = {
+        "format": "sentence_transformers",
+        "kind": "standard_modules" if reason is None else "custom_module",
+        "trust_remote_code": reason is not None,
+        "custom_module_reason": reason,
+        "name": embedder.name,
+        "backbone_ref": embedder.backbone_ref,
+        "model": embedder.config.model_dump(mode="json"),
+    }
+    (directory / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return reason
 
 
 def export_embedder(embedder: Embedder, directory: Path, format: str, card: dict[str, Any] | None = None) -> Path:
+    """Write `embedder` to `directory` as `format` (see module docstring) with a model card; returns `directory`."""
     if format not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; use one of {FORMATS}")
     directory.mkdir(parents=True, exist_ok=True)
+    custom_reason = None
     if format == "merged":
         write_folder(embedder, directory, merged_copy(embedder.backbone), extra={"exported": "merged"})
     else:
-        _export_sentence_transformers(embedder, directory)
-    (directory / "README.md").write_text(render_card(embedder, format, card))
+        custom_reason = _export_sentence_transformers(embedder, directory)
+    (directory / "README.md").write_text(render_card(embedder, format, card, custom_reason))
     log.info("exported %s as %s to %s", embedder.name, format, directory)
     return directory

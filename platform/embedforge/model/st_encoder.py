@@ -23,7 +23,7 @@ class SentenceTransformerEncoder:
     def __init__(self, path: Path, name: str | None = None, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
-        # embedforge's own exports use its custom module, which ST 6 only imports with trust_remote_code
+        # trust_remote_code only for embedforge's custom-module exports: ST 6 imports outside module classes only so
         own_export = "embedforge." in (path / "modules.json").read_text()
         self.model = SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=own_export)
         self.name = name or path.name
@@ -39,19 +39,21 @@ class SentenceTransformerEncoder:
     def dimension(self) -> int:
         return int(self.model.get_embedding_dimension())
 
-    def _encode(self, texts: Sequence[str], prompt: str | None, batch_size: int) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], prompt: str | None, batch_size: int, kind: str) -> np.ndarray:
+        # embedforge exports cut queries and documents at their own maximum lengths, which ST picks by `task`
+        extra = {"task": kind} if self.instructions else {}
         out = self.model.encode(
-            list(texts), prompt=prompt, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+            list(texts), prompt=prompt, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, **extra
         )
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dimension)
 
     def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
         prompt = render_prefix(self.instructions, task) if self.instructions else None
-        return self._encode(texts, prompt, batch_size)
+        return self._encode(texts, prompt, batch_size, "query")
 
     def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
         prompt = render_prefix(self.instructions, task) if self.instructions and task else None
-        return self._encode(texts, prompt, batch_size)
+        return self._encode(texts, prompt, batch_size, "document")
 
 
 def write_instructions(directory: Path, instructions: InstructionConfig) -> None:

@@ -1,11 +1,11 @@
 """A sentence-transformers input module that runs the embedforge embedder, so exports encode exactly alike.
 
-`SentenceTransformer(path, trust_remote_code=True)` loads it from `modules.json`
+The export's fallback kind (`export.py`): where ST's own modules cannot reproduce the embedder (`st_standard.py`
+says when: bidirectional attention, latent-attention or ATA pooling, tokenizers it cannot adapt), the folder holds
+this module, which `SentenceTransformer(path, trust_remote_code=True)` loads from `modules.json`
 (`type: embedforge.model.st_module.EmbedforgeModule`): sentence-transformers 6 imports any module class outside
-its own namespace only with `trust_remote_code=True`, local folders included. A custom module is used rather than
-ST's Transformer + Pooling because those cannot express latent-attention or ATA pooling, and because ST measures a
-prompt by tokenizing it alone, which with the `Query: ` template's trailing space drops the text's first token
-from pooling; this module reuses embedforge's own tokenization, so encodings match exactly.
+its own namespace only with `trust_remote_code=True`, local folders included. It reuses embedforge's own
+tokenization and pooling, so encodings match exactly.
 ST passes the prompt apart from the texts (`preprocess(inputs, prompt=...)`), which is the same (prefix, text)
 split embedforge tokenizes, so the instruction is excluded from pooling there too. `encode_query` /
 `encode_document` pass `task="query"|"document"`, which picks the configured maximum length.
