@@ -99,7 +99,9 @@ def test_cached_encoder_reuses_vectors(tmp_path, tiny_encoder):
 
 def test_model_reference_options(tiny_model_dir):
     assert split_reference("bundled:x?pooling=last&bidirectional=false") == (
-        "bundled:x", {"pooling": "last", "bidirectional": False})
+        "bundled:x",
+        {"pooling": "last", "bidirectional": False},
+    )
     assert split_reference("http://h:1/v1/embeddings?x=1") == ("http://h:1/v1/embeddings?x=1", {})
     with pytest.raises(ValueError, match="option 'size=3' must be KEY=VALUE"):
         split_reference("bundled:x?size=3")
@@ -107,5 +109,7 @@ def test_model_reference_options(tiny_model_dir):
         split_reference("bundled:x?bidirectional=yes")
     last = load_model("bundled:tiny-llama?pooling=last")
     assert last.name == "bundled:tiny-llama?pooling=last"
-    assert not np.allclose(last.encode_documents(["some words here"]),
-                           load_model("bundled:tiny-llama").encode_documents(["some words here"]))
+    assert not np.allclose(
+        last.encode_documents(["some words here"]),
+        load_model("bundled:tiny-llama").encode_documents(["some words here"]),
+    )

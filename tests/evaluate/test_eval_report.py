@@ -14,12 +14,21 @@ def _result(family: str, metric: str, score: float) -> dict:
 
 
 RESULTS = {
-    "A": {"sts1": _result("sts", "cosine_spearman", 0.8), "sts2": _result("sts", "cosine_spearman", 0.6),
-          "ret": _result("retrieval", "ndcg_at_10", 0.3)},
-    "B": {"sts1": _result("sts", "cosine_spearman", 0.7), "sts2": _result("sts", "cosine_spearman", 0.6),
-          "ret": _result("retrieval", "ndcg_at_10", 0.5)},
-    "C": {"sts1": _result("sts", "cosine_spearman", 0.1), "sts2": _result("sts", "cosine_spearman", 0.2),
-          "ret": _result("retrieval", "ndcg_at_10", 0.1)},
+    "A": {
+        "sts1": _result("sts", "cosine_spearman", 0.8),
+        "sts2": _result("sts", "cosine_spearman", 0.6),
+        "ret": _result("retrieval", "ndcg_at_10", 0.3),
+    },
+    "B": {
+        "sts1": _result("sts", "cosine_spearman", 0.7),
+        "sts2": _result("sts", "cosine_spearman", 0.6),
+        "ret": _result("retrieval", "ndcg_at_10", 0.5),
+    },
+    "C": {
+        "sts1": _result("sts", "cosine_spearman", 0.1),
+        "sts2": _result("sts", "cosine_spearman", 0.2),
+        "ret": _result("retrieval", "ndcg_at_10", 0.1),
+    },
 }
 
 

@@ -18,18 +18,25 @@ BASELINE = "bundled:tiny-llama?pooling=last"
 @pytest.fixture
 def eval_config(tiny_config, tmp_path):
     pairs = tmp_path / "my_pairs.jsonl"
-    pairs.write_text("".join(
-        json.dumps({"text1": f"the {w} is here", "text2": f"a {w} is there", "score": i % 2}) + "\n"
-        for i, w in enumerate(["cat", "dog", "car", "tree", "house", "lamp", "road", "bird"])
-    ))
-    evaluate = tiny_config.evaluate.model_copy(update={
-        "baselines": [BASELINE],
-        "baseline_for_deltas": BASELINE,
-        "cache_dir": str(tmp_path / "cache"),
-        "custom_tasks": [CustomTask(name="my_pairs", family="pair_classification", path=str(pairs),
-                                    instruction="Are these the same?")],
-        "tasks": [*tiny_config.evaluate.tasks, "my_pairs"],
-    })
+    pairs.write_text(
+        "".join(
+            json.dumps({"text1": f"the {w} is here", "text2": f"a {w} is there", "score": i % 2}) + "\n"
+            for i, w in enumerate(["cat", "dog", "car", "tree", "house", "lamp", "road", "bird"])
+        )
+    )
+    evaluate = tiny_config.evaluate.model_copy(
+        update={
+            "baselines": [BASELINE],
+            "baseline_for_deltas": BASELINE,
+            "cache_dir": str(tmp_path / "cache"),
+            "custom_tasks": [
+                CustomTask(
+                    name="my_pairs", family="pair_classification", path=str(pairs), instruction="Are these the same?"
+                )
+            ],
+            "tasks": [*tiny_config.evaluate.tasks, "my_pairs"],
+        }
+    )
     return tiny_config.model_copy(update={"evaluate": evaluate})
 
 
@@ -45,8 +52,10 @@ def _save_trained_model(run_dir):
 def test_full_evaluation_of_the_tiny_model(ray_cluster, tiny_model_dir, shared_data, eval_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     _save_trained_model(run_dir)
-    assert model_references(eval_config, run_dir, None) == {TRAINED: str(run_dir / "train" / "model"),
-                                                             BASELINE: BASELINE}
+    assert model_references(eval_config, run_dir, None) == {
+        TRAINED: str(run_dir / "train" / "model"),
+        BASELINE: BASELINE,
+    }
     manifest = run_evaluate(eval_config, run_dir)
     assert manifest["status"] == "complete" and manifest["counts"] == {"models": 2, "tasks": 7}
     printed = capsys.readouterr().out
@@ -75,8 +84,13 @@ def test_nothing_to_evaluate_and_unknown_baseline_fail_clearly(tiny_config, tmp_
         run_evaluate(tiny_config, tmp_path)
     with pytest.raises(FileNotFoundError, match="model 'trained': no trained model"):
         model_references(tiny_config, tmp_path, [TRAINED])
-    config = tiny_config.model_copy(update={"evaluate": tiny_config.evaluate.model_copy(
-        update={"baselines": ["bundled:tiny-llama"], "baseline_for_deltas": "bundled:tiny-llama"})})
+    config = tiny_config.model_copy(
+        update={
+            "evaluate": tiny_config.evaluate.model_copy(
+                update={"baselines": ["bundled:tiny-llama"], "baseline_for_deltas": "bundled:tiny-llama"}
+            )
+        }
+    )
     with pytest.raises(ValueError, match="baseline_for_deltas 'bundled:tiny-llama' is not among"):
         run_evaluate(config, tmp_path, models=["bundled:tiny-llama?pooling=last"])
 

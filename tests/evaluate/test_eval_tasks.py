@@ -81,12 +81,14 @@ def test_custom_tasks_from_files(tmp_path):
     labelled.write_text("".join(json.dumps({"text": f"text {i}", "label": i % 2}) + "\n" for i in range(10)))
     groups = tmp_path / "rerank.jsonl"
     groups.write_text(json.dumps({"query": "q", "positives": ["yes"], "negatives": ["no", "nah"]}) + "\n")
-    config = EvaluateConfig(custom_tasks=[
-        CustomTask(name="my_sts", family="sts", path=str(pairs), instruction="Same meaning?"),
-        CustomTask(name="my_cls", family="classification", path=str(labelled)),
-        CustomTask(name="my_clusters", family="clustering", path=str(labelled)),
-        CustomTask(name="my_rerank", family="reranking", path=str(groups)),
-    ])
+    config = EvaluateConfig(
+        custom_tasks=[
+            CustomTask(name="my_sts", family="sts", path=str(pairs), instruction="Same meaning?"),
+            CustomTask(name="my_cls", family="classification", path=str(labelled)),
+            CustomTask(name="my_clusters", family="clustering", path=str(labelled)),
+            CustomTask(name="my_rerank", family="reranking", path=str(groups)),
+        ]
+    )
     sts = build_task("my_sts", config)
     assert [(p.text1, p.score) for p in sts.pairs] == [("a cat", 4.5), ("a car", 0.5)]
     assert sts.instruction == "Same meaning?"
@@ -109,15 +111,31 @@ def test_split_train_test_is_seeded_and_disjoint():
     [
         ("p.tsv", "text1\ttext2\tscore\na\tb\t1\nc\td\thigh\n", readers.read_scored_pairs, r"p\.tsv:3: score 'high'"),
         ("p.tsv", "a\tb\t1\nc\td\n", readers.read_scored_pairs, r"p\.tsv:2: expected 3 tab-separated fields"),
-        ("p.jsonl", '{"text1": "a", "text2": "b", "score": 1}\n{"text1": "a"\n', readers.read_scored_pairs,
-         r"p\.jsonl:2: invalid JSON"),
-        ("p.jsonl", '{"text1": "a", "text2": "b", "score": "x"}\n', readers.read_scored_pairs,
-         r"p\.jsonl:1: 'score' must be a number"),
+        (
+            "p.jsonl",
+            '{"text1": "a", "text2": "b", "score": 1}\n{"text1": "a"\n',
+            readers.read_scored_pairs,
+            r"p\.jsonl:2: invalid JSON",
+        ),
+        (
+            "p.jsonl",
+            '{"text1": "a", "text2": "b", "score": "x"}\n',
+            readers.read_scored_pairs,
+            r"p\.jsonl:1: 'score' must be a number",
+        ),
         ("l.tsv", "text\tlabel\nhello\tgreet\nbye\t\n", readers.read_labelled_texts, r"l\.tsv:3: empty label"),
-        ("l.jsonl", '{"text": "a", "label": "x"}\n\n{"text": "b"}\n', readers.read_labelled_texts,
-         r"l\.jsonl:3: 'label' must be"),
-        ("r.jsonl", '{"query": "q", "positives": "yes", "negatives": []}\n', readers.read_reranking_groups,
-         r"r\.jsonl:1: 'positives' must be a list"),
+        (
+            "l.jsonl",
+            '{"text": "a", "label": "x"}\n\n{"text": "b"}\n',
+            readers.read_labelled_texts,
+            r"l\.jsonl:3: 'label' must be",
+        ),
+        (
+            "r.jsonl",
+            '{"query": "q", "positives": "yes", "negatives": []}\n',
+            readers.read_reranking_groups,
+            r"r\.jsonl:1: 'positives' must be a list",
+        ),
         ("l.csv", "a,b\n", readers.read_labelled_texts, r"l\.csv: unsupported file type"),
         ("empty.tsv", "", readers.read_scored_pairs, r"empty\.tsv: no records"),
     ],
@@ -145,5 +163,6 @@ def test_config_validation_names_the_problem():
     with pytest.raises(ValueError, match="test_path only applies to classification"):
         CustomTask(name="t", family="sts", path="p.tsv", test_path="q.tsv")
     with pytest.raises(ValueError, match=r"duplicate task names \['t'\]"):
-        EvaluateConfig(custom_tasks=[CustomTask(name="t", family="sts", path="a"),
-                                     CustomTask(name="t", family="sts", path="b")])
+        EvaluateConfig(
+            custom_tasks=[CustomTask(name="t", family="sts", path="a"), CustomTask(name="t", family="sts", path="b")]
+        )

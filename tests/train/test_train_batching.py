@@ -21,10 +21,16 @@ def _examples(source: str, n: int, task_type: str = "retrieval", levels: bool = 
         negs = [f"{source}-neg{i}-{j}" for j in range(4)]
         out.append(
             TrainingExample(
-                id=f"{source}-{i}", task_name=source, task_type=task_type, instruction=f"do {source}",
-                query=f"{source} q{i}", positive=f"{source} p{i % (n - 2)}",  # a few positives repeat
-                negatives=negs, negative_levels=[1, 2, 3, 4] if levels else [],
-                positive_score=0.9, negative_scores=[0.5, 0.4, 0.3, 0.2],
+                id=f"{source}-{i}",
+                task_name=source,
+                task_type=task_type,
+                instruction=f"do {source}",
+                query=f"{source} q{i}",
+                positive=f"{source} p{i % (n - 2)}",  # a few positives repeat
+                negatives=negs,
+                negative_levels=[1, 2, 3, 4] if levels else [],
+                positive_score=0.9,
+                negative_scores=[0.5, 0.4, 0.3, 0.2],
             )
         )
     return out

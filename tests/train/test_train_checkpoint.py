@@ -33,8 +33,9 @@ def test_checkpoint_round_trip_and_latest(tmp_path):
     sched.step()
     storage = tmp_path / "ray" / "run"
     for step in (2, 4):
-        save_checkpoint(storage / f"checkpoint-step{step:06d}", model, opt, sched,
-                        TrainState(step, 0, step, "mgh", 4, "hashA"))
+        save_checkpoint(
+            storage / f"checkpoint-step{step:06d}", model, opt, sched, TrainState(step, 0, step, "mgh", 4, "hashA")
+        )
     save_checkpoint(storage / "checkpoint-step000009", model, opt, sched, TrainState(9, 1, 1, "none", None, "hashB"))
     (storage / "checkpoint-step000006").mkdir()  # an upload cut short: no files
     (storage / "checkpoint-step000006" / "state.json").write_text('{"global_step": 6}')
@@ -62,8 +63,17 @@ def test_metrics_keep_last_attempt_and_plot(tmp_path):
     csv_path = tmp_path / "metrics.csv"
     for attempt, steps in ((1, (1, 2, 3)), (2, (3, 4))):
         for step in steps:
-            append_row(csv_path, {"step": step, "stage": "a" if step < 4 else "b", "attempt": attempt,
-                                  "loss": 1.0 / step + attempt, "lr": 0.1, "accuracy": 0.5})
+            append_row(
+                csv_path,
+                {
+                    "step": step,
+                    "stage": "a" if step < 4 else "b",
+                    "attempt": attempt,
+                    "loss": 1.0 / step + attempt,
+                    "lr": 0.1,
+                    "accuracy": 0.5,
+                },
+            )
     rows = read_rows(csv_path)
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4]
     assert rows[2]["attempt"] == "2"

@@ -10,9 +10,13 @@ from embedforge.cli.common import add_stage_arguments, load_or_exit
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_stage_arguments(parser)
     parser.add_argument(
-        "--model", dest="models", action="append", default=None, metavar="REF",
+        "--model",
+        dest="models",
+        action="append",
+        default=None,
+        metavar="REF",
         help="model to evaluate (repeatable): 'trained', bundled:NAME[?pooling=last], a model folder, or an "
-             "http(s) /v1/embeddings URL; default: the run's trained model plus evaluate.baselines",
+        "http(s) /v1/embeddings URL; default: the run's trained model plus evaluate.baselines",
     )
 
 

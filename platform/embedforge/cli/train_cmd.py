@@ -26,7 +26,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"train: {err}")
         return 1
-    summary = {"stage": "train", "run_dir": str(args.run_dir), "counts": manifest.get("counts", {}),
-               "outputs": manifest.get("outputs", {})}
+    summary = {
+        "stage": "train",
+        "run_dir": str(args.run_dir),
+        "counts": manifest.get("counts", {}),
+        "outputs": manifest.get("outputs", {}),
+    }
     print(json.dumps(summary))
     return 0

@@ -43,8 +43,9 @@ class EvaluateConfig(Section):
         None, description="retrieval / reranking: at most this many queries; None: max_examples_per_task"
     )
     max_corpus_documents: PositiveInt | None = Field(
-        None, description="retrieval: keep the judged documents of the kept queries plus a seeded sample of the "
-                          "rest up to this many; None keeps the whole corpus"
+        None,
+        description="retrieval: keep the judged documents of the kept queries plus a seeded sample of the "
+        "rest up to this many; None keeps the whole corpus",
     )
     test_fraction: float = Field(0.2, gt=0, lt=1, description="test share of one-file classification sets")
     seed: int = 0

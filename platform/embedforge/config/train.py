@@ -50,8 +50,9 @@ class LossesConfig(Section):
     @model_validator(mode="after")
     def _some_loss(self) -> LossesConfig:
         if not any(t.weight > 0 for t in (self.infonce, self.pair_bce, self.distill, self.hidden_distill)):
-            raise ValueError("losses: every loss weight is 0; give infonce, pair_bce, distill or hidden_distill "
-                             "a positive weight")
+            raise ValueError(
+                "losses: every loss weight is 0; give infonce, pair_bce, distill or hidden_distill a positive weight"
+            )
         return self
 
 

@@ -48,8 +48,9 @@ class HTTPEncoder:
     def _encode(self, texts: Sequence[str], input_type: str, task: str | None, batch_size: int) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        parts = [self._post(list(texts[i : i + batch_size]), input_type, task) for i in range(0, len(texts),
-                                                                                             batch_size)]
+        parts = [
+            self._post(list(texts[i : i + batch_size]), input_type, task) for i in range(0, len(texts), batch_size)
+        ]
         out = np.concatenate(parts).astype(np.float32)
         self._dimension = out.shape[1]
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

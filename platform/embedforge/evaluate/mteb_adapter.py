@@ -40,8 +40,12 @@ class MtebEncoder(AbsEncoder):
         self.instructions = dict(instructions or {})
         self.batch_size = batch_size
         self.mteb_model_meta = ModelMeta.create_empty(
-            {"name": f"embedforge/{_safe(encoder.name)}", "revision": "local", "embed_dim": encoder.dimension,
-             "similarity_fn_name": ScoringFunction.COSINE}
+            {
+                "name": f"embedforge/{_safe(encoder.name)}",
+                "revision": "local",
+                "embed_dim": encoder.dimension,
+                "similarity_fn_name": ScoringFunction.COSINE,
+            }
         )
 
     def encode(
@@ -67,12 +71,24 @@ def _safe(name: str) -> str:
 
 def _metadata(task: Task, kind: str, main_score: str) -> TaskMetadata:
     return TaskMetadata(
-        name=task.name, type=kind, main_score=main_score, description=f"embedforge local task {task.name}",
-        reference="https://github.com/embeddings-benchmark/mteb", dataset={"path": f"local/{task.name}",
-                                                                           "revision": "local"},
-        category="t2t", eval_splits=["test"], eval_langs=["eng-Latn"], date=("2020-01-01", "2020-01-01"),
-        dialect=[], domains=[], task_subtypes=[], license="not specified", annotations_creators="derived",
-        modalities=["text"], sample_creation="found", bibtex_citation="",
+        name=task.name,
+        type=kind,
+        main_score=main_score,
+        description=f"embedforge local task {task.name}",
+        reference="https://github.com/embeddings-benchmark/mteb",
+        dataset={"path": f"local/{task.name}", "revision": "local"},
+        category="t2t",
+        eval_splits=["test"],
+        eval_langs=["eng-Latn"],
+        date=("2020-01-01", "2020-01-01"),
+        dialect=[],
+        domains=[],
+        task_subtypes=[],
+        license="not specified",
+        annotations_creators="derived",
+        modalities=["text"],
+        sample_creation="found",
+        bibtex_citation="",
     )
 
 
@@ -95,10 +111,17 @@ def _sts(task: STSTask) -> Any:
         min_score, max_score = min(gold), max(gold)
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            self.dataset = DatasetDict({"test": Dataset.from_dict({
-                "sentence1": [p.text1 for p in task.pairs], "sentence2": [p.text2 for p in task.pairs],
-                "score": gold,
-            })})
+            self.dataset = DatasetDict(
+                {
+                    "test": Dataset.from_dict(
+                        {
+                            "sentence1": [p.text1 for p in task.pairs],
+                            "sentence2": [p.text2 for p in task.pairs],
+                            "score": gold,
+                        }
+                    )
+                }
+            )
             self.data_loaded = True
 
     return LocalSTS()
@@ -109,10 +132,17 @@ def _pair_classification(task: PairClassificationTask) -> Any:
         metadata = _metadata(task, "PairClassification", MTEB_MAIN_SCORE["pair_classification"])
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            self.dataset = DatasetDict({"test": Dataset.from_dict({
-                "sentence1": [p.text1 for p in task.pairs], "sentence2": [p.text2 for p in task.pairs],
-                "labels": [int(p.score) for p in task.pairs],
-            })})
+            self.dataset = DatasetDict(
+                {
+                    "test": Dataset.from_dict(
+                        {
+                            "sentence1": [p.text1 for p in task.pairs],
+                            "sentence2": [p.text2 for p in task.pairs],
+                            "labels": [int(p.score) for p in task.pairs],
+                        }
+                    )
+                }
+            )
             self.data_loaded = True
 
     return LocalPairClassification()
@@ -125,13 +155,20 @@ def _retrieval(task: RetrievalTask) -> Any:
         metadata = _metadata(task, "Retrieval", MTEB_MAIN_SCORE["retrieval"])
 
         def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-            self.dataset = {"default": {"test": RetrievalSplitData(
-                queries=Dataset.from_list([{"id": q.query_id, "text": q.text} for q in task.queries]),
-                corpus=Dataset.from_list([{"id": d.doc_id, "text": document_text(d), "title": ""}
-                                          for d in task.corpus]),
-                relevant_docs={q: {d: int(r) for d, r in docs.items()} for q, docs in task.qrels.items() if q in kept},
-                top_ranked=None,
-            )}}
+            self.dataset = {
+                "default": {
+                    "test": RetrievalSplitData(
+                        queries=Dataset.from_list([{"id": q.query_id, "text": q.text} for q in task.queries]),
+                        corpus=Dataset.from_list(
+                            [{"id": d.doc_id, "text": document_text(d), "title": ""} for d in task.corpus]
+                        ),
+                        relevant_docs={
+                            q: {d: int(r) for d, r in docs.items()} for q, docs in task.qrels.items() if q in kept
+                        },
+                        top_ranked=None,
+                    )
+                }
+            }
             self.data_loaded = True
 
     return LocalRetrieval()

@@ -45,11 +45,17 @@ def read_scored_pairs(path: str | Path) -> list[ScoredPair]:
     path = Path(path)
     _check_file(path)
     if path.suffix == ".tsv":
-        return _nonempty(path, [
-            ScoredPair(require_text(path, n, a, "text1"), require_text(path, n, b, "text2"),
-                       parse_float(path, n, s, "score"))
-            for n, (a, b, s) in _tsv_rows(path, ["text1", "text2", "score"])
-        ])
+        return _nonempty(
+            path,
+            [
+                ScoredPair(
+                    require_text(path, n, a, "text1"),
+                    require_text(path, n, b, "text2"),
+                    parse_float(path, n, s, "score"),
+                )
+                for n, (a, b, s) in _tsv_rows(path, ["text1", "text2", "score"])
+            ],
+        )
     out = []
     for n, obj in iter_jsonl(path):
         score = obj.get("score")
@@ -68,9 +74,7 @@ def read_labelled_texts(path: str | Path) -> list[LabelledText]:
             for n, (t, label) in _tsv_rows(path, ["text", "label"])
         ]
     else:
-        out = [
-            LabelledText(_json_text(path, n, o, "text"), str(_label(path, n, o))) for n, o in iter_jsonl(path)
-        ]
+        out = [LabelledText(_json_text(path, n, o, "text"), str(_label(path, n, o))) for n, o in iter_jsonl(path)]
     return _nonempty(path, out)
 
 
@@ -94,8 +98,9 @@ def read_reranking_groups(path: str | Path) -> list[RerankingGroup]:
             if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
                 raise DataFormatError(f"{path}:{n}: {key!r} must be a list of non-empty strings")
             lists[key] = value
-        out.append(RerankingGroup(query_id=str(obj.get("query_id", n)), query=_json_text(path, n, obj, "query"),
-                                  **lists))
+        out.append(
+            RerankingGroup(query_id=str(obj.get("query_id", n)), query=_json_text(path, n, obj, "query"), **lists)
+        )
     return _nonempty(path, out)
 
 

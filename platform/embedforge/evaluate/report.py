@@ -48,21 +48,33 @@ def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | 
         if members:
             families[fam] = {
                 m: float(np.mean([tasks[t]["scores"][m] for t in members if m in tasks[t]["scores"]]))
-                for m in models if any(m in tasks[t]["scores"] for t in members)
+                for m in models
+                if any(m in tasks[t]["scores"] for t in members)
             }
-    average = {m: float(np.mean([tasks[t]["scores"][m] for t in task_names if m in tasks[t]["scores"]]))
-               for m in models}
+    average = {
+        m: float(np.mean([tasks[t]["scores"][m] for t in task_names if m in tasks[t]["scores"]])) for m in models
+    }
     points = borda({t: tasks[t]["scores"] for t in task_names}, models)
     ranking = sorted(models, key=lambda m: (-points[m], -average[m]))
     report: dict[str, Any] = {
-        "models": models, "tasks": tasks, "families": families, "average": average,
-        "borda": points, "ranking": ranking, "baseline": baseline, "details": results,
+        "models": models,
+        "tasks": tasks,
+        "families": families,
+        "average": average,
+        "borda": points,
+        "ranking": ranking,
+        "baseline": baseline,
+        "details": results,
     }
     if baseline is not None:
         report["deltas"] = {
-            m: {t: tasks[t]["scores"][m] - tasks[t]["scores"][baseline]
-                for t in task_names if m in tasks[t]["scores"] and baseline in tasks[t]["scores"]}
-            for m in models if m != baseline
+            m: {
+                t: tasks[t]["scores"][m] - tasks[t]["scores"][baseline]
+                for t in task_names
+                if m in tasks[t]["scores"] and baseline in tasks[t]["scores"]
+            }
+            for m in models
+            if m != baseline
         }
     return report
 
@@ -77,26 +89,37 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def to_markdown(report: dict[str, Any]) -> str:
     models = report["models"]
-    lines = ["# Evaluation report", "", "Main scores x100 (retrieval nDCG@10, reranking MAP, STS Spearman of cosine, "
-             "pair classification AP of cosine, classification accuracy, clustering V-measure).", "",
-             "## Per task", ""]
-    rows = [[t, info["family"], info["main_metric"], *(_pct(info["scores"].get(m)) for m in models)]
-            for t, info in report["tasks"].items()]
+    lines = [
+        "# Evaluation report",
+        "",
+        "Main scores x100 (retrieval nDCG@10, reranking MAP, STS Spearman of cosine, "
+        "pair classification AP of cosine, classification accuracy, clustering V-measure).",
+        "",
+        "## Per task",
+        "",
+    ]
+    rows = [
+        [t, info["family"], info["main_metric"], *(_pct(info["scores"].get(m)) for m in models)]
+        for t, info in report["tasks"].items()
+    ]
     lines += _table(["task", "family", "metric", *models], rows)
     lines += ["", "## Per family", ""]
     rows = [[fam, *(_pct(avg.get(m)) for m in models)] for fam, avg in report["families"].items()]
     rows.append(["**average (all tasks)**", *(_pct(report["average"][m]) for m in models)])
     lines += _table(["family", *models], rows)
     lines += ["", "## Borda ranking (LGAI-Embedding 5.1)", ""]
-    rows = [[str(i + 1), m, f"{report['borda'][m]:g}", _pct(report["average"][m])]
-            for i, m in enumerate(report["ranking"])]
+    rows = [
+        [str(i + 1), m, f"{report['borda'][m]:g}", _pct(report["average"][m])] for i, m in enumerate(report["ranking"])
+    ]
     lines += _table(["rank", "model", "Borda points", "average"], rows)
     if report.get("deltas"):
         base = report["baseline"]
         lines += ["", f"## Deltas vs `{base}` (x100)", ""]
         others = list(report["deltas"])
-        rows = [[t, *(f"{100 * report['deltas'][m][t]:+.2f}" if t in report["deltas"][m] else "-" for m in others)]
-                for t in report["tasks"]]
+        rows = [
+            [t, *(f"{100 * report['deltas'][m][t]:+.2f}" if t in report["deltas"][m] else "-" for m in others)]
+            for t in report["tasks"]
+        ]
         lines += _table(["task", *others], rows)
     return "\n".join(lines) + "\n"
 
@@ -111,8 +134,11 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     models = report["models"]
     panels = [
         ("main score per task (x100)", list(report["tasks"]), lambda m, t: report["tasks"][t]["scores"].get(m)),
-        ("mean main score per family (x100)", [*report["families"], "average"],
-         lambda m, f: report["average"][m] if f == "average" else report["families"][f].get(m)),
+        (
+            "mean main score per family (x100)",
+            [*report["families"], "average"],
+            lambda m, f: report["average"][m] if f == "average" else report["families"][f].get(m),
+        ),
     ]
     fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.1 * len(report["tasks"]) + 3), 9))
     width = 0.8 / max(len(models), 1)

@@ -71,8 +71,16 @@ def _slug(name: str) -> str:
 class _Worker:
     """One model copy in a Ray actor; scores tasks one at a time."""
 
-    def __init__(self, ref: str, name: str, model_config: dict[str, Any], cache: str | None, batch_size: int,
-                 seed: int, threads: int) -> None:
+    def __init__(
+        self,
+        ref: str,
+        name: str,
+        model_config: dict[str, Any],
+        cache: str | None,
+        batch_size: int,
+        seed: int,
+        threads: int,
+    ) -> None:
         import torch
 
         from embedforge.config.model import ModelConfig
@@ -91,14 +99,19 @@ class _Worker:
         start = time.time()
         metrics = score_task(task, self.encoder, self.batch_size, self.seed)
         return {
-            "task": task.name, "family": task.family, "main_metric": task.main_metric,
-            "main_score": metrics["main_score"], "metrics": metrics, "size": task.size(),
+            "task": task.name,
+            "family": task.family,
+            "main_metric": task.main_metric,
+            "main_score": metrics["main_score"],
+            "metrics": metrics,
+            "size": task.size(),
             "seconds": round(time.time() - start, 3),
         }
 
 
-def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, out: Path,
-                    config_hash: str) -> dict[str, dict[str, Any]]:
+def _evaluate_model(
+    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, out: Path, config_hash: str
+) -> dict[str, dict[str, Any]]:
     """Score `tasks` for one model with Ray actors, reusing results saved by an earlier attempt."""
     import ray
     from ray.util import ActorPool
@@ -118,8 +131,15 @@ def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeCo
     ev = config.evaluate
     worker_cls = ray.remote(num_cpus=ev.cpus_per_worker)(_Worker)
     actors = [
-        worker_cls.remote(ref, name, config.model.model_dump(mode="json"), cache_root(config) if ev.cache else None,
-                          ev.batch_size, ev.seed, max(1, int(ev.cpus_per_worker)))
+        worker_cls.remote(
+            ref,
+            name,
+            config.model.model_dump(mode="json"),
+            cache_root(config) if ev.cache else None,
+            ev.batch_size,
+            ev.seed,
+            max(1, int(ev.cpus_per_worker)),
+        )
         for _ in range(min(ev.concurrency, len(todo)))
     ]
     pool = ActorPool(actors)
@@ -133,9 +153,18 @@ def _evaluate_model(name: str, ref: str, tasks: list[Task], config: EmbedforgeCo
             tmp.replace(folder / f"{result['task']}.json")  # atomic: a resumed run never reads half a file
             results[result["task"]] = result
             elapsed = time.time() - start
-            log.info("model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min", name, i, len(todo),
-                     result["task"], result["main_metric"], result["main_score"], result["size"],
-                     result["seconds"], 60 * i / elapsed)
+            log.info(
+                "model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min",
+                name,
+                i,
+                len(todo),
+                result["task"],
+                result["main_metric"],
+                result["main_score"],
+                result["size"],
+                result["seconds"],
+                60 * i / elapsed,
+            )
     finally:
         for actor in actors:
             ray.kill(actor)
@@ -159,8 +188,9 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     ev = config.evaluate
     refs = model_references(config, run_dir, models)
     if ev.baseline_for_deltas is not None and ev.baseline_for_deltas not in refs:
-        raise ValueError(f"evaluate.baseline_for_deltas {ev.baseline_for_deltas!r} is not among the evaluated "
-                         f"models {list(refs)}")
+        raise ValueError(
+            f"evaluate.baseline_for_deltas {ev.baseline_for_deltas!r} is not among the evaluated models {list(refs)}"
+        )
     names = selected_tasks(ev, run_dir)
     settings, digest = stage_settings(config, refs, names)
     inputs = {"train": run_dir / "train"} if TRAINED in refs else {}
@@ -173,8 +203,9 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     t0 = time.time()
     tasks = [_limited(build_task(n, ev, run_dir), config) for n in names]
     stage.time("build_tasks", time.time() - t0)
-    log.info("evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}"
-                                                                                    for t in tasks))
+    log.info(
+        "evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}" for t in tasks)
+    )
     connect()
     results = {}
     for name, ref in refs.items():

@@ -111,8 +111,10 @@ def _classification(task: ClassificationTask, encoder: TextEncoder, batch_size: 
 
 def _clustering(task: ClusteringTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
     x = encoder.encode_queries([t.text for t in task.texts], task=task.instruction, batch_size=batch_size)
-    return {"v_measure": metrics.kmeans_v_measure(x, [t.label for t in task.texts], seed=seed),
-            "num_texts": len(task.texts)}
+    return {
+        "v_measure": metrics.kmeans_v_measure(x, [t.label for t in task.texts], seed=seed),
+        "num_texts": len(task.texts),
+    }
 
 
 def _mean(values: Any) -> float:

@@ -30,8 +30,9 @@ def mined_dir(run_dir: Path) -> Path | None:
     return folder if manifest is not None and manifest.get("status") == "complete" else None
 
 
-def load_training_examples(config: EmbedforgeConfig, run_dir: Path) -> tuple[dict[str, list[TrainingExample]],
-                                                                           dict[str, str]]:
+def load_training_examples(
+    config: EmbedforgeConfig, run_dir: Path
+) -> tuple[dict[str, list[TrainingExample]], dict[str, str]]:
     """Examples per source and where each source's came from ("mine" or "source")."""
     mined: dict[str, list[TrainingExample]] = {}
     folder = mined_dir(run_dir)

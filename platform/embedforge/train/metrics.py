@@ -13,12 +13,34 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 COLUMNS = [
-    "step", "stage", "stage_step", "attempt", "source", "level", "loss", "loss_infonce", "loss_pair_bce",
-    "loss_distill", "loss_hidden_distill", "accuracy", "lr", "grad_norm", "tokens_per_s", "step_s", "batch_hash",
+    "step",
+    "stage",
+    "stage_step",
+    "attempt",
+    "source",
+    "level",
+    "loss",
+    "loss_infonce",
+    "loss_pair_bce",
+    "loss_distill",
+    "loss_hidden_distill",
+    "accuracy",
+    "lr",
+    "grad_norm",
+    "tokens_per_s",
+    "step_s",
+    "batch_hash",
     "time",
 ]
 PLOTTED = [
-    "loss", "loss_infonce", "loss_pair_bce", "loss_distill", "loss_hidden_distill", "accuracy", "lr", "grad_norm",
+    "loss",
+    "loss_infonce",
+    "loss_pair_bce",
+    "loss_distill",
+    "loss_hidden_distill",
+    "accuracy",
+    "lr",
+    "grad_norm",
     "tokens_per_s",
 ]
 
@@ -65,7 +87,7 @@ def plot_curves(path: Path, out: Path) -> Path | None:
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(names):]:
+    for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
     fig.suptitle("embedforge training (dashed: stage boundary)", fontsize=10)
     fig.tight_layout()
@@ -91,6 +113,12 @@ class Progress:
         eta = (self.total - step) / rate if rate > 0 else float("inf")
         log.info(
             "train step %d/%d  loss %.4f  acc %.3f  lr %.2e  %.2f steps/s  %.0f tokens/s  ETA %.0fs",
-            step, self.total, metrics.get("loss", float("nan")), metrics.get("accuracy", float("nan")),
-            metrics.get("lr", float("nan")), rate, metrics.get("tokens_per_s", float("nan")), eta,
+            step,
+            self.total,
+            metrics.get("loss", float("nan")),
+            metrics.get("accuracy", float("nan")),
+            metrics.get("lr", float("nan")),
+            rate,
+            metrics.get("tokens_per_s", float("nan")),
+            eta,
         )

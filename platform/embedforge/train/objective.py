@@ -50,8 +50,11 @@ def objective(
         metrics["loss_pair_bce"] = bce.item()
     if losses.distill.weight > 0:
         kd = soft_label_distill_loss(
-            queries, candidates, targets.teacher_scores,
-            losses.distill.teacher_temperature, losses.distill.student_temperature,
+            queries,
+            candidates,
+            targets.teacher_scores,
+            losses.distill.teacher_temperature,
+            losses.distill.student_temperature,
         )
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()

@@ -196,8 +196,14 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         with attempts.open("a") as f:
             f.write(json.dumps({"attempt": attempt, "resumed_from": global_step, "pids": pids, "time": time.time()}))
             f.write("\n")
-        log.info("train attempt %d: %d workers (pids %s), starting at step %d of %d", attempt, world, pids,
-                 global_step, total)
+        log.info(
+            "train attempt %d: %d workers (pids %s), starting at step %d of %d",
+            attempt,
+            world,
+            pids,
+            global_step,
+            total,
+        )
     progress = Progress(total, global_step, train.log_every)
 
     for index, (stage, plan) in enumerate(zip(train.stages, plans, strict=True)):
@@ -219,16 +225,28 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             global_step += 1
             global_ids = [it.example.id for it in plan.global_batches[stage_step][2]]
             metrics.update(
-                step=global_step, stage=stage.name, stage_step=stage_step + 1, attempt=attempt, source=batch.source,
-                level=batch.level if batch.level is not None else "", lr=lr, step_s=round(elapsed, 4),
-                tokens_per_s=round(metrics.pop("tokens") * world / elapsed, 1), time=time.time(),
+                step=global_step,
+                stage=stage.name,
+                stage_step=stage_step + 1,
+                attempt=attempt,
+                source=batch.source,
+                level=batch.level if batch.level is not None else "",
+                lr=lr,
+                step_s=round(elapsed, 4),
+                tokens_per_s=round(metrics.pop("tokens") * world / elapsed, 1),
+                time=time.time(),
                 batch_hash=hashlib.sha256("|".join(global_ids).encode()).hexdigest()[:12],
             )
             checkpoint = None
             if (global_step % train.checkpoint_every == 0 or global_step == total) and rank == 0:
                 tmp = Path(tempfile.mkdtemp(prefix="embedforge-ckpt-"))
-                save_checkpoint(tmp, embedder, optimizer, scheduler, TrainState(
-                    global_step, index, stage_step + 1, stage.curriculum, batch.level, config_hash))
+                save_checkpoint(
+                    tmp,
+                    embedder,
+                    optimizer,
+                    scheduler,
+                    TrainState(global_step, index, stage_step + 1, stage.curriculum, batch.level, config_hash),
+                )
                 checkpoint = ray.train.Checkpoint.from_directory(str(tmp))
             if rank == 0:
                 append_row(out_dir / METRICS_CSV, metrics)

@@ -9,9 +9,7 @@ from __future__ import annotations
 import torch
 
 
-def hidden_distill_loss(
-    student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None = None
-) -> torch.Tensor:
+def hidden_distill_loss(student: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error between student and (detached) teacher states (..., d), over unmasked positions."""
     if student.shape != teacher.shape:
         raise ValueError(
