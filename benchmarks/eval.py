@@ -53,8 +53,9 @@ def _mteb(tasks, encoder) -> tuple[float, dict[str, float]]:
     result = mteb.evaluate(adapter, [to_mteb_task(t) for t in tasks], cache=None, show_progress_bar=False)
     elapsed = time.perf_counter() - start
     by_name = {t.name: t for t in tasks}
-    return elapsed, {r.task_name: r.scores["test"][0][MTEB_MAIN_SCORE[by_name[r.task_name].family]]
-                     for r in result.task_results}
+    return elapsed, {
+        r.task_name: r.scores["test"][0][MTEB_MAIN_SCORE[by_name[r.task_name].family]] for r in result.task_results
+    }
 
 
 def main() -> None:

@@ -35,9 +35,14 @@ def _config(model: str, steps: int, batch: int, workers: int, gradcache_chunk: i
     from embedforge.config import load_config
 
     overrides = [
-        f"model.backbone={model}", "model.max_query_length=32", "model.max_doc_length=64",
-        "data.sources.0.max_examples=1000", f"train.num_workers={workers}", "train.cpus_per_worker=1",
-        f"train.checkpoint_every={steps}", "train.log_every=1",
+        f"model.backbone={model}",
+        "model.max_query_length=32",
+        "model.max_doc_length=64",
+        "data.sources.0.max_examples=1000",
+        f"train.num_workers={workers}",
+        "train.cpus_per_worker=1",
+        f"train.checkpoint_every={steps}",
+        "train.log_every=1",
         f"train.stages=[{{name: s1, datasets: [{{source: wikiqa}}], steps: {steps}, batch_size: {batch}, "
         "num_negatives: 3, learning_rate: 1.0e-4, warmup_steps: 0}]",
     ]
@@ -105,8 +110,10 @@ def ray_train(config) -> dict:
     span = float(rows[-1]["time"]) - float(rows[0]["time"])
     compute = sum(float(r["step_s"]) for r in rows[1:])
     return {
-        "tokens_per_s": sum(tokens[1:]) / span, "compute_tokens_per_s": sum(tokens[1:]) / compute,
-        "steps": len(rows), "wall_s_with_startup": time.perf_counter() - started,
+        "tokens_per_s": sum(tokens[1:]) / span,
+        "compute_tokens_per_s": sum(tokens[1:]) / compute,
+        "steps": len(rows),
+        "wall_s_with_startup": time.perf_counter() - started,
     }
 
 
@@ -158,8 +165,9 @@ def main() -> None:
     from common import machine_info, write_result
 
     machine = machine_info()
-    ray.init(address="local", num_cpus=2, object_store_memory=512 * 1024**2, include_dashboard=False,
-             log_to_driver=False)
+    ray.init(
+        address="local", num_cpus=2, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False
+    )
     plain = plain_loop(_config(args.model, args.steps, args.batch, 1))
     one = ray_train(_config(args.model, args.steps, args.batch, 1))
     two = ray_train(_config(args.model, args.steps, args.batch, 2))
@@ -170,23 +178,29 @@ def main() -> None:
     overhead = 1 - one["tokens_per_s"] / plain["tokens_per_s"]
     scaling = two["tokens_per_s"] / (2 * one["tokens_per_s"])
     memory_ratio = mem_cached["peak_growth"] / max(mem_plain["peak_growth"], 1)
-    path = write_result("train", {
-        "machine": machine,
-        "model": args.model,
-        "settings": {"steps": args.steps, "batch_per_worker": args.batch, "negatives": 3, "threads_per_worker": 1},
-        "plain_pytorch": plain,
-        "ray_train_1_worker": one,
-        "ray_train_2_workers": two,
-        "memory": {"plain_1x": mem_plain, "gradcache_8x": mem_cached, "gradcache_chunk": small},
-        "ratios": {
-            "ray_overhead": round(overhead, 4),
-            "scaling_efficiency_2_workers": round(scaling, 4),
-            "gradcache_8x_vs_plain_1x_peak_memory": round(memory_ratio, 4),
+    path = write_result(
+        "train",
+        {
+            "machine": machine,
+            "model": args.model,
+            "settings": {"steps": args.steps, "batch_per_worker": args.batch, "negatives": 3, "threads_per_worker": 1},
+            "plain_pytorch": plain,
+            "ray_train_1_worker": one,
+            "ray_train_2_workers": two,
+            "memory": {"plain_1x": mem_plain, "gradcache_8x": mem_cached, "gradcache_chunk": small},
+            "ratios": {
+                "ray_overhead": round(overhead, 4),
+                "scaling_efficiency_2_workers": round(scaling, 4),
+                "gradcache_8x_vs_plain_1x_peak_memory": round(memory_ratio, 4),
+            },
+            "goals": {
+                "ray_overhead": "<= 0.10",
+                "scaling_efficiency_2_workers": ">= 0.8",
+                "gradcache_8x_vs_plain_1x_peak_memory": "<= 1.3",
+            },
+            "notes": "load_average_1m shows how busy the shared 2-core machine was during the run",
         },
-        "goals": {"ray_overhead": "<= 0.10", "scaling_efficiency_2_workers": ">= 0.8",
-                  "gradcache_8x_vs_plain_1x_peak_memory": "<= 1.3"},
-        "notes": "load_average_1m shows how busy the shared 2-core machine was during the run",
-    })
+    )
     print(path.read_text())
 
 

@@ -70,20 +70,25 @@ def main() -> None:
             scores[task_name][name], metrics[task_name] = result["main_score"], task.main_metric
             logging.info("%s on %s: %s = %.4f", name, task_name, task.main_metric, result["main_score"])
     deltas = {t: scores[t]["trained"] - scores[t][BASE] for t in TASKS}
-    path = write_result("train_quality", {
-        "machine": machine,
-        "config": args.config,
-        "overrides": args.overrides,
-        "evaluate": {"limits": limits, "corpus": args.corpus, "seed": 0},
-        "train_seconds_fit": manifest.get("timings", {}).get("fit"),
-        "train_seconds_stage_total": round(train_s, 1),
-        "steps": manifest.get("counts", {}).get("steps"),
-        "scores": scores,
-        "main_metrics": metrics,
-        "ratios": {f"{t}_delta": round(d, 4) for t, d in deltas.items()},
-        "goals": {"stsb_delta": ">= 0.15 Spearman over the untrained mean-pooled base",
-                  "trec_dl_msmarco_subset_delta": "> 0 nDCG@10 over the base"},
-    })
+    path = write_result(
+        "train_quality",
+        {
+            "machine": machine,
+            "config": args.config,
+            "overrides": args.overrides,
+            "evaluate": {"limits": limits, "corpus": args.corpus, "seed": 0},
+            "train_seconds_fit": manifest.get("timings", {}).get("fit"),
+            "train_seconds_stage_total": round(train_s, 1),
+            "steps": manifest.get("counts", {}).get("steps"),
+            "scores": scores,
+            "main_metrics": metrics,
+            "ratios": {f"{t}_delta": round(d, 4) for t, d in deltas.items()},
+            "goals": {
+                "stsb_delta": ">= 0.15 Spearman over the untrained mean-pooled base",
+                "trec_dl_msmarco_subset_delta": "> 0 nDCG@10 over the base",
+            },
+        },
+    )
     print(path.read_text())
 
 
