@@ -47,7 +47,15 @@ def _overrides(cache: Path, max_examples: int) -> list[str]:
             "instruction": INSTRUCTIONS["stsb"],
         },
     ]
-    teacher = {"kind": "sentence_transformers", "model": "bundled:all-minilm-l6-v2", "batch_size": 8, "max_length": 64}
+    # two 1-CPU actors fill the 2-CPU test cluster: nothing else of the stage may need a CPU of its own
+    teacher = {
+        "kind": "sentence_transformers",
+        "model": "bundled:all-minilm-l6-v2",
+        "batch_size": 8,
+        "max_length": 64,
+        "concurrency": 2,
+        "num_cpus": 1,
+    }
     return [
         f"data.sources={json.dumps(sources)}",
         f"mine.teachers={json.dumps([teacher])}",

@@ -206,9 +206,12 @@ def connect(num_cpus: int | None = None) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
         ray.init(address=HEAD_ADDRESS, log_to_driver=True)
     else:
-        ray.init(
+        # with its dashboard: the progress of the stage shows there, and Ray Train's placement-group monitor reads
+        # actor states through the dashboard's state API (without it, that monitor prints a GCS timeout traceback)
+        context = ray.init(
             address="local",
             num_cpus=num_cpus or os.cpu_count(),
             object_store_memory=default_object_store_bytes(),
-            include_dashboard=False,
+            include_dashboard=True,
         )
+        log.info("started a private Ray cluster for this command; dashboard: http://%s", context.dashboard_url)

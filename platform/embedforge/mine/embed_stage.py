@@ -82,8 +82,10 @@ def embed_into_cache(requests: Iterable[EmbedRequest], teacher: TeacherConfig, c
             "instructed": [r[2] is not None for r in todo],
         }
     )
-    blocks = max(teacher.concurrency, math.ceil(len(todo) / (teacher.batch_size * 4)))
-    ds = ray.data.from_arrow(table).repartition(blocks)
+    # blocks cut here, not by `repartition`: that is a CPU task of its own, and when the actor pool holds every CPU
+    # of the cluster (2 teachers x 1 CPU on a 2-CPU head) it would wait for a CPU forever
+    rows = math.ceil(len(todo) / max(teacher.concurrency, math.ceil(len(todo) / (teacher.batch_size * 4))))
+    ds = ray.data.from_arrow([table.slice(start, rows) for start in range(0, len(todo), rows)])
     ds = ds.map_batches(
         EmbedActor,
         fn_constructor_kwargs={"teacher": teacher.model_dump(mode="json"), "cache_root": cache_root},

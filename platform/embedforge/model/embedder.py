@@ -133,7 +133,7 @@ class Embedder(nn.Module):
         started, truncated_before = time.perf_counter(), self.texts_truncated
         batches = length_sorted_batches(texts, batch_size)
         try:
-            for idx in tqdm(batches, desc=f"encode {kind}s", unit="batch", disable=len(batches) < 20, leave=False):
+            for idx in tqdm(batches, desc=f"encode ({kind})", unit="batch", disable=len(batches) < 20, leave=False):
                 chunk_examples = None if examples is None else [examples[i] for i in idx]
                 batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
                 result[idx] = F.normalize(self.forward(batch, normalize=False), dim=-1).cpu().numpy()
