@@ -77,7 +77,11 @@ def run_smoke(
     ctx.execution_options.preserve_order = True  # shard i is the same rows on every run: resumable
     items: list[dict[str, Any]] = [asdict(r) for r in records]
     ds = ray.data.from_items(items).map_batches(
-        _Convert, fn_constructor_args=(dataset,), batch_size=batch_size, batch_format="pyarrow", concurrency=1
+        _Convert,
+        fn_constructor_args=(dataset,),
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(size=1),
     )
     started = time.time()
     done, written = stage.done_shards(), 0

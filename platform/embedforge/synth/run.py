@@ -72,7 +72,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
         SynthWorker,
         fn_constructor_kwargs={"engine": engine, "judge": judge_settings, "limits": limits_of(config.synth)},
         batch_size=gen.batch_size,
-        concurrency=gen.concurrency,
+        compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
         num_cpus=gen.cpus_per_engine,
         **({"num_gpus": gpus} if gpus > 0 else {}),
     )
