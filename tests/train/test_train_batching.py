@@ -106,10 +106,15 @@ def test_in_context_demonstrations_from_same_source():
         assert all(q.startswith("a q") and q != it.example.query for q, _ in it.demonstrations)
 
 
-def test_plan_rejects_sources_too_small_or_missing():
-    with pytest.raises(ValueError, match="fewer than one global batch"):
+def test_plan_leaves_out_sources_too_small_and_fails_when_none_is_left(caplog):
+    stage = _stage(datasets=[{"source": "a"}, {"source": "tiny"}])
+    plan = StagePlan({"a": _examples("a", 40), "tiny": _examples("tiny", 5)}, stage, world_size=2, seed=0)
+    assert plan.left_out == {"tiny": 5}
+    assert {plan.batch(s, 0).source for s in range(stage.steps)} == {"a"}
+    assert "source 'tiny' left out: 5 examples, fewer than one global batch" in caplog.text
+    with pytest.raises(ValueError, match="no source has one global batch"):
         StagePlan({"a": _examples("a", 5)}, _stage(), world_size=2, seed=0)
-    with pytest.raises(ValueError, match="no training examples"):
+    with pytest.raises(ValueError, match="no source has one global batch"):
         StagePlan({}, _stage(), world_size=1, seed=0)
 
 

@@ -15,6 +15,7 @@ the batch step N of the first run saw: the data position in a checkpoint is the 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import random
 from collections import deque
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from embedforge.config.train import InContextConfig, StageConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.train.curriculum import level_for_step, order_negatives
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,16 +71,27 @@ class StagePlan:
         self.world_size = world_size
         self.per_rank = stage.batch_size
         self.in_context = in_context or InContextConfig()
-        missing = [d.source for d in stage.datasets if not examples.get(d.source)]
-        if missing:
-            raise ValueError(f"train stage {stage.name!r}: no training examples for sources {missing}")
-        self.examples = {d.source: examples[d.source] for d in stage.datasets}
-        for name, rows in self.examples.items():
-            if len(rows) < self.per_rank * world_size:
-                raise ValueError(
-                    f"train stage {stage.name!r}: source {name!r} has {len(rows)} examples, fewer than one global "
-                    f"batch ({self.per_rank} x {world_size} workers)"
-                )
+        # a source too small for one task-homogeneous global batch (a few synthetic examples, say) is left out of
+        # the stage with a warning; the stage fails only when no source is left
+        needed = self.per_rank * world_size
+        self.left_out = {d.source: len(examples.get(d.source, [])) for d in stage.datasets}
+        self.left_out = {name: count for name, count in self.left_out.items() if count < needed}
+        for name, count in self.left_out.items():
+            log.warning(
+                "train stage %r: source %r left out: %d examples, fewer than one global batch (%d x %d workers)",
+                stage.name,
+                name,
+                count,
+                self.per_rank,
+                world_size,
+            )
+        datasets = [d for d in stage.datasets if d.source not in self.left_out]
+        if not datasets:
+            raise ValueError(
+                f"train stage {stage.name!r}: no source has one global batch of examples ({self.per_rank} x "
+                f"{world_size} workers); examples per source: {self.left_out}"
+            )
+        self.examples = {d.source: examples[d.source] for d in datasets}
         self._seed = seed
         self._epochs = dict.fromkeys(self.examples, 0)
         self._queues = {
@@ -85,8 +99,8 @@ class StagePlan:
             for name, rows in self.examples.items()
         }
         mix = random.Random(_seed(seed, stage.name, "mix"))
-        names = [d.source for d in stage.datasets]
-        weights = [d.weight for d in stage.datasets]
+        names = [d.source for d in datasets]
+        weights = [d.weight for d in datasets]
         self.global_batches = [self._plan_step(step, mix.choices(names, weights)[0]) for step in range(stage.steps)]
 
     def _next_example(self, source: str, taken: set[str], deferred: list[int]) -> int:
