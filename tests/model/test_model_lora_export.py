@@ -17,17 +17,14 @@ from embedforge.model.quantize import cosine_agreement, int8_agreement, quantize
 TEXTS = [f"text number {i} about {'cats' if i % 2 else 'the history of rome'} " * (1 + i % 4) for i in range(50)]
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_model_dir):
-    """A LoRA embedder with latent-attention pooling whose adapters and head moved away from their init."""
+def _lora_embedder(tiny_model_dir, **model: object):
+    """A tiny LoRA embedder whose adapters moved away from their init (so a merge or export that drops them shows)."""
     torch.manual_seed(0)
     config = ModelConfig(
         backbone=str(tiny_model_dir),
-        pooling="latent_attention",
-        latent_attention=LatentAttentionConfig(num_latents=8, num_heads=2),
         lora=LoraConfig(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
         max_query_length=32,
-        max_doc_length=32,
+        **model,
     )
     embedder = load_embedder(config)
     embedder.enable_lora()
@@ -36,6 +33,17 @@ def trained(tiny_model_dir):
             if "lora_B" in name:
                 param.normal_(0, 0.5)
     return embedder
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_model_dir):
+    """A LoRA embedder with latent-attention pooling whose adapters and head moved away from their init."""
+    return _lora_embedder(
+        tiny_model_dir,
+        pooling="latent_attention",
+        latent_attention=LatentAttentionConfig(num_latents=8, num_heads=2),
+        max_doc_length=32,
+    )
 
 
 def test_forward_is_differentiable_into_lora_and_pooling_only(trained):
@@ -107,22 +115,8 @@ def test_custom_module_export_encodes_like_embedforge_and_says_why(trained, tmp_
 
 
 def _causal_lora_embedder(tiny_model_dir, pooling: str):
-    torch.manual_seed(0)
-    config = ModelConfig(
-        backbone=str(tiny_model_dir),
-        pooling=pooling,
-        bidirectional=False,
-        lora=LoraConfig(r=4, alpha=8, dropout=0.0, target_modules=["q_proj", "v_proj"]),
-        max_query_length=32,
-        max_doc_length=24,  # the longest TEXTS are cut: both sides must truncate alike
-    )
-    embedder = load_embedder(config)
-    embedder.enable_lora()
-    with torch.no_grad():
-        for name, param in embedder.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0, 0.5)
-    return embedder
+    # the longest TEXTS are cut at 24 document tokens: both sides must truncate alike
+    return _lora_embedder(tiny_model_dir, pooling=pooling, bidirectional=False, max_doc_length=24)
 
 
 @pytest.mark.parametrize("pooling", ["mean", "last"])

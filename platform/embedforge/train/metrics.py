@@ -12,26 +12,6 @@ import time
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-COLUMNS = [
-    "step",
-    "stage",
-    "stage_step",
-    "attempt",
-    "source",
-    "level",
-    "loss",
-    "loss_infonce",
-    "loss_pair_bce",
-    "loss_distill",
-    "loss_hidden_distill",
-    "accuracy",
-    "lr",
-    "grad_norm",
-    "tokens_per_s",
-    "step_s",
-    "batch_hash",
-    "time",
-]
 PLOTTED = [
     "loss",
     "loss_infonce",
@@ -43,6 +23,7 @@ PLOTTED = [
     "grad_norm",
     "tokens_per_s",
 ]
+COLUMNS = ["step", "stage", "stage_step", "attempt", "source", "level", *PLOTTED, "step_s", "batch_hash", "time"]
 
 
 def append_row(path: Path, row: dict[str, object]) -> None:
