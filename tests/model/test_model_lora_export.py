@@ -69,6 +69,14 @@ def test_save_and_load_adapter_folder(trained, tmp_path):
     assert np.allclose(a, b, atol=1e-5)
 
 
+def test_load_encoder_merges_adapters_and_encodes_the_same(trained, tmp_path):
+    trained.save(tmp_path / "saved")
+    encoder = load_encoder(tmp_path / "saved")
+    assert not isinstance(encoder.backbone, PeftModel)  # one matmul per projection when serving / evaluating
+    a, b = trained.encode_documents(TEXTS[:8]), encoder.encode_documents(TEXTS[:8])
+    assert np.allclose(a, b, atol=1e-5)
+
+
 def test_merged_export_loads_without_peft(trained, tmp_path):
     trained.export(tmp_path / "merged", format="merged", card={"training_data": {"wikiqa": 64}})
     loaded = load_embedder(tmp_path / "merged")

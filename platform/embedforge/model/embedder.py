@@ -172,6 +172,15 @@ class Embedder(nn.Module):
 
         self.backbone = add_lora(self.backbone, self.config.lora)
 
+    def merge_lora(self) -> Embedder:
+        """Fold LoRA adapters into the backbone weights, in place, for inference: every projection is then one
+        matmul instead of three (base, A, B). The encodings stay the same; training can no longer resume from it."""
+        from embedforge.model.lora import is_peft
+
+        if is_peft(self.backbone):
+            self.backbone = self.backbone.merge_and_unload()
+        return self
+
     def quantize_int8(self) -> Embedder:
         """A CPU int8 dynamic-quantized copy for inference (NV-Embed A.3); see `quantize.py`."""
         from embedforge.model.quantize import quantize_int8

@@ -71,13 +71,14 @@ def load_encoder(ref: str | Path, model_config: ModelConfig | None = None, int8:
     """Any `TextEncoder` for inference: sentence-transformers folders are wrapped, the rest goes to `load_embedder`.
 
     `int8` (default: the model config's `int8_inference`) returns a CPU int8 dynamic-quantized LLM embedder.
+    LoRA adapters are merged into the weights (nothing trains through an encoder).
     """
     path = resolve_model(str(ref))
     if path.is_dir() and _is_sentence_transformers_dir(path):
         from embedforge.model.st_encoder import SentenceTransformerEncoder
 
         return SentenceTransformerEncoder(path, name=str(ref))
-    embedder = load_embedder(ref, model_config=model_config)
+    embedder = load_embedder(ref, model_config=model_config).merge_lora()
     if embedder.config.int8_inference if int8 is None else int8:
         return embedder.quantize_int8()
     return embedder

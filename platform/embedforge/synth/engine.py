@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import zlib
 from dataclasses import dataclass, fields
@@ -51,10 +52,26 @@ class Generation:
     finish_reason: str
 
 
+def runs_in_process(settings: EngineSettings) -> bool:
+    """Whether the engine runs inside the calling process: on CPU with one worker.
+
+    vLLM's default splits an engine into a front end, an engine-core process and a worker process that pass every
+    decoding step through shared memory; on 2 cores the three processes spin-wait against each other, one core is
+    reserved for the engine core, and starting them takes 25-50 s. In one process the engine starts in ~6 s and
+    decodes faster (docs/results.md, 2026-11-23). GPUs and tensor parallelism keep vLLM's default.
+    """
+    import torch
+
+    return settings.tensor_parallel_size == 1 and not torch.cuda.is_available()
+
+
 def build_engine(settings: EngineSettings) -> Any:
     """A `vllm.LLM` for the settings' model (a `bundled:` name or a checkpoint folder)."""
     from vllm import LLM
 
+    in_process = runs_in_process(settings)
+    if in_process:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read by vLLM when the engine is built
     started = time.time()
     llm = LLM(
         model=str(resolve_model(settings.model)),
@@ -67,8 +84,14 @@ def build_engine(settings: EngineSettings) -> Any:
         # compact guided JSON: with free whitespace, small models pad between tokens until max_tokens
         structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
         seed=settings.seed,
+        distributed_executor_backend="uni" if in_process else None,
     )
-    log.info("vLLM engine for %s ready in %.1fs", settings.model, time.time() - started)
+    log.info(
+        "vLLM engine for %s ready in %.1fs (%s)",
+        settings.model,
+        time.time() - started,
+        "in-process" if in_process else "multiprocess",
+    )
     return llm
 
 
