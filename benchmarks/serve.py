@@ -98,6 +98,8 @@ def run_embedforge_server(port: int, throughput_env: bool) -> None:
     """embedforge on a private Ray cluster: one replica, dynamic token-budget batching, access logs off."""
     if throughput_env:
         os.environ.update(THROUGHPUT_ENV)  # before the cluster starts, so the proxy and replicas see it
+    # Ray starts its workers at niceness 15; the other servers and the load generator run at 0 on the same 2 cores
+    os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this exact (case-sensitive) name
     import ray
 
     from embedforge.config.serve import ServeConfig

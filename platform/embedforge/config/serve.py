@@ -36,6 +36,11 @@ class BatchingConfig(Section):
 
     max_batch_tokens: PositiveInt = 8192
     max_batch_size: PositiveInt = 64
+    micro_batch_size: PositiveInt = Field(
+        16,
+        description="texts per forward pass inside a batch, sorted by length: on CPU 16 encodes MiniLM 1.4x faster "
+        "than 64 (less padding, cache-friendly); raise it on GPUs",
+    )
     batch_wait_timeout_s: float = Field(0.005, ge=0, le=1.0)
     max_pending_requests: PositiveInt = Field(1024, description="requests waiting for a batch before 503")
 

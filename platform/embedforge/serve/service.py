@@ -61,7 +61,7 @@ class EmbeddingService:
 
     def _encode(self, key: Hashable, texts: list[str]) -> np.ndarray:
         input_type, instruction = key  # type: ignore[misc]
-        size = self.config.batching.max_batch_size
+        size = self.config.batching.micro_batch_size
         if input_type == "query":
             vectors = self.encoder.encode_queries(texts, task=instruction, batch_size=size)
         else:
