@@ -87,6 +87,9 @@ def test_cross_section_checks_name_the_problem():
     data["train"]["stages"][0]["datasets"] = [{"source": "msmarco"}]
     with pytest.raises(ConfigError, match=r"train.stages.0.datasets.0.source: unknown data source 'msmarco'"):
         config_from_dict(data)
+    data = _set(_set(_tiny(), "synth.generator.in_process", True), "synth.generator.tensor_parallel_size", 2)
+    with pytest.raises(ConfigError, match=r"in_process: true needs tensor_parallel_size 1, got 2"):
+        config_from_dict(data)
     data = _tiny()
     data["mine"]["sources"] = ["wikiqa", "nq"]
     with pytest.raises(ConfigError, match=r"mine.sources: unknown data source 'nq'"):

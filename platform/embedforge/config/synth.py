@@ -32,6 +32,11 @@ class GeneratorConfig(Section):
         None, gt=0, description="explicit KV-cache size (vLLM kv_cache_memory_bytes); overrides memory_fraction"
     )
     enforce_eager: bool = Field(False, description="skip graph compilation: faster start, slower decoding")
+    in_process: bool | None = Field(
+        None,
+        description="run the engine inside the actor's process instead of vLLM's engine-core and worker processes; "
+        "None: on CPU with tensor_parallel_size 1 (docs/results.md, 2026-11-23)",
+    )
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)
     cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")
@@ -48,6 +53,15 @@ class GeneratorConfig(Section):
             raise ValueError(
                 f"generator.max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len}) "
                 "to leave room for the prompt"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _in_process_needs_one_worker(self) -> GeneratorConfig:
+        if self.in_process and self.tensor_parallel_size > 1:
+            raise ValueError(
+                f"generator.in_process: true needs tensor_parallel_size 1, got {self.tensor_parallel_size} "
+                "(tensor parallelism runs one worker process per shard)"
             )
         return self
 

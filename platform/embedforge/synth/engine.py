@@ -32,6 +32,7 @@ class EngineSettings:
     memory_fraction: float = 0.3
     kv_cache_gb: float | None = None
     enforce_eager: bool = False
+    in_process: bool | None = None
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
@@ -53,7 +54,7 @@ class Generation:
 
 
 def runs_in_process(settings: EngineSettings) -> bool:
-    """Whether the engine runs inside the calling process: on CPU with one worker.
+    """Whether the engine runs inside the calling process: as configured, else on CPU with one worker.
 
     vLLM's default splits an engine into a front end, an engine-core process and a worker process that pass every
     decoding step through shared memory; on 2 cores the three processes spin-wait against each other, one core is
@@ -62,6 +63,8 @@ def runs_in_process(settings: EngineSettings) -> bool:
     """
     import torch
 
+    if settings.in_process is not None:
+        return settings.in_process
     return settings.tensor_parallel_size == 1 and not torch.cuda.is_available()
 
 
