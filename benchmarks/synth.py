@@ -76,25 +76,29 @@ def _valid_rates(rows: list[dict[str, Any]], texts: list[str], limits: Any) -> d
     }
 
 
-def run_vllm(settings: EngineSettings, rows: list[dict[str, Any]], limits: Any) -> dict[str, dict[str, Any]]:
+def generate_rows(llm: Any, settings: EngineSettings, rows: list[dict[str, Any]]) -> tuple[list[Any], float]:
+    """The engine's generations for prompt rows (prompt, schema, max_tokens, row_id) and the seconds they took."""
     import json
 
+    t0 = time.time()
+    gens = generate(
+        llm,
+        settings,
+        [r["prompt"] for r in rows],
+        [json.loads(r["schema"]) for r in rows],
+        [int(r["max_tokens"]) for r in rows],
+        [r["row_id"] for r in rows],
+    )
+    return gens, time.time() - t0
+
+
+def run_vllm(settings: EngineSettings, rows: list[dict[str, Any]], limits: Any) -> dict[str, dict[str, Any]]:
     started = time.time()
     llm = build_engine(settings)
     start_s = time.time() - started
     out = {}
     for name, guided in (("vllm_guided", True), ("vllm_unguided", False)):
-        s = replace(settings, guided=guided)
-        t0 = time.time()
-        gens = generate(
-            llm,
-            s,
-            [r["prompt"] for r in rows],
-            [json.loads(r["schema"]) for r in rows],
-            [int(r["max_tokens"]) for r in rows],
-            [r["row_id"] for r in rows],
-        )
-        seconds = time.time() - t0
+        gens, seconds = generate_rows(llm, replace(settings, guided=guided), rows)
         tokens = sum(g.output_tokens for g in gens)
         rates = _valid_rates(rows, [g.text for g in gens], limits)
         out[name] = {

@@ -35,10 +35,10 @@ MODES = {"in_process": True, "multiprocess": False}
 
 def worker(mode: str, config_path: str, n_prompts: int, out: Path) -> None:
     """One engine in this process's layout `mode`, timed on `n_prompts` guided prompts."""
-    from synth import _prompts
+    from synth import _prompts, generate_rows
 
     from embedforge.config import load_config
-    from embedforge.synth.engine import EngineSettings, build_engine, generate
+    from embedforge.synth.engine import EngineSettings, build_engine
 
     config = load_config(config_path)
     settings = replace(EngineSettings.from_config(config.synth.generator), in_process=MODES[mode])
@@ -46,16 +46,7 @@ def worker(mode: str, config_path: str, n_prompts: int, out: Path) -> None:
     started = time.time()
     llm = build_engine(settings)
     start_s = time.time() - started
-    t0 = time.time()
-    gens = generate(
-        llm,
-        settings,
-        [r["prompt"] for r in rows],
-        [json.loads(r["schema"]) for r in rows],
-        [int(r["max_tokens"]) for r in rows],
-        [r["row_id"] for r in rows],
-    )
-    seconds = time.time() - t0
+    gens, seconds = generate_rows(llm, settings, rows)
     tokens = sum(g.output_tokens for g in gens)
     result = {"engine_start_s": start_s, "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds}
     out.write_text(json.dumps(result))
