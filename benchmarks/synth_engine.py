@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +54,8 @@ def worker(mode: str, config_path: str, n_prompts: int, out: Path) -> None:
 
 
 def run_mode(mode: str, args: argparse.Namespace, out: Path) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, "--out", str(out), *_common_args(args)]
+    me = [sys.executable, str(Path(__file__).resolve())]
+    cmd = [*me, "--worker", mode, "--out", str(out), "--prompts", str(args.prompts), "--config", str(args.config)]
     proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         code = proc.wait(timeout=args.timeout)
@@ -74,10 +76,6 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path) -> dict:
     return result
 
 
-def _common_args(args: argparse.Namespace) -> list[str]:
-    return ["--prompts", str(args.prompts), "--config", str(args.config)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=16)
@@ -93,8 +91,6 @@ def main() -> None:
     from embedforge.models.bundled import prepare
 
     prepare(["smollm2-135m-instruct"])
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         results = {mode: run_mode(mode, args, Path(tmp) / f"{mode}.json") for mode in MODES}
     inproc, multi = results["in_process"], results["multiprocess"]

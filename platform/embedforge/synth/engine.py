@@ -12,6 +12,8 @@ import logging
 import os
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -58,8 +60,9 @@ def runs_in_process(settings: EngineSettings) -> bool:
 
     vLLM's default splits an engine into a front end, an engine-core process and a worker process that pass every
     decoding step through shared memory; on 2 cores the three processes spin-wait against each other, one core is
-    reserved for the engine core, and starting them takes 25-50 s. In one process the engine starts in ~6 s and
-    decodes faster (docs/results.md, 2026-11-23). GPUs and tensor parallelism keep vLLM's default.
+    reserved for the engine core, and starting them took 22-42 s. In one process the engine started in 5-15 s and
+    decoded 1.5-1.8x faster (benchmarks/synth_engine.py, docs/results.md). GPUs and tensor parallelism keep vLLM's
+    default.
     """
     import torch
 
@@ -73,22 +76,21 @@ def build_engine(settings: EngineSettings) -> Any:
     from vllm import LLM
 
     in_process = runs_in_process(settings)
-    if in_process:
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # read by vLLM when the engine is built
     started = time.time()
-    llm = LLM(
-        model=str(resolve_model(settings.model)),
-        tensor_parallel_size=settings.tensor_parallel_size,
-        max_num_seqs=settings.max_num_seqs,
-        max_model_len=settings.max_model_len,
-        gpu_memory_utilization=settings.memory_fraction,
-        kv_cache_memory_bytes=int(settings.kv_cache_gb * 1024**3) if settings.kv_cache_gb else None,
-        enforce_eager=settings.enforce_eager,
-        # compact guided JSON: with free whitespace, small models pad between tokens until max_tokens
-        structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
-        seed=settings.seed,
-        distributed_executor_backend="uni" if in_process else None,
-    )
+    with _multiprocessing_env(in_process):
+        llm = LLM(
+            model=str(resolve_model(settings.model)),
+            tensor_parallel_size=settings.tensor_parallel_size,
+            max_num_seqs=settings.max_num_seqs,
+            max_model_len=settings.max_model_len,
+            gpu_memory_utilization=settings.memory_fraction,
+            kv_cache_memory_bytes=int(settings.kv_cache_gb * 1024**3) if settings.kv_cache_gb else None,
+            enforce_eager=settings.enforce_eager,
+            # compact guided JSON: with free whitespace, small models pad between tokens until max_tokens
+            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+            seed=settings.seed,
+            distributed_executor_backend="uni" if in_process else None,
+        )
     log.info(
         "vLLM engine for %s ready in %.1fs (%s)",
         settings.model,
@@ -96,6 +98,22 @@ def build_engine(settings: EngineSettings) -> Any:
         "in-process" if in_process else "multiprocess",
     )
     return llm
+
+
+@contextmanager
+def _multiprocessing_env(in_process: bool) -> Iterator[None]:
+    """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING while it builds an engine: turn it off for an in-process engine
+    only, and put the variable back, so a later engine in the same process gets its own layout."""
+    name, previous = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    if in_process:
+        os.environ[name] = "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
 
 
 def row_seed(base: int, key: str) -> int:
