@@ -90,6 +90,12 @@ def test_cross_section_checks_name_the_problem():
     data = _set(_set(_tiny(), "synth.generator.in_process", True), "synth.generator.tensor_parallel_size", 2)
     with pytest.raises(ConfigError, match=r"in_process: true needs tensor_parallel_size 1, got 2"):
         config_from_dict(data)
+    data = _set(_set(_tiny(), "synth.generator.cpus_per_engine", 4), "resources.num_cpus", 2)
+    with pytest.raises(ConfigError, match=r"synth.generator.cpus_per_engine: one actor asks for 4.0 CPUs, "):
+        config_from_dict(data)
+    data = _set(_tiny(), "evaluate.cpus_per_worker", 3)
+    with pytest.raises(ConfigError, match=r"evaluate.cpus_per_worker: one actor asks for 3.0 CPUs, resources"):
+        config_from_dict(data)
     data = _tiny()
     data["mine"]["sources"] = ["wikiqa", "nq"]
     with pytest.raises(ConfigError, match=r"mine.sources: unknown data source 'nq'"):

@@ -60,6 +60,13 @@ class EmbedforgeConfig(Section):
                 f"train.num_workers: {train.num_workers} GPU workers need {train.num_workers} GPUs, "
                 f"resources.num_gpus is {gpus}"
             )
+        if cpus is not None:
+            for key, need in self._actor_cpus():
+                if need > cpus:
+                    raise ValueError(
+                        f"{key}: one actor asks for {need} CPUs, resources.num_cpus is {cpus}: it would never be "
+                        "scheduled"
+                    )
         gen = self.synth.generator
         if gpus is not None and self.synth.enabled and gen.num_gpus_per_engine * gen.tensor_parallel_size > gpus:
             raise ValueError(
@@ -69,3 +76,14 @@ class EmbedforgeConfig(Section):
         if gpus is not None and self.serve.num_gpus * max(self.serve.autoscaling.min_replicas, 1) > gpus:
             raise ValueError(f"serve.num_gpus: {self.serve.num_gpus} per replica exceeds resources.num_gpus {gpus}")
         return self
+
+    def _actor_cpus(self) -> list[tuple[str, float]]:
+        """The CPUs each kind of Ray actor reserves, keyed by the config field that sets it."""
+        found = [(f"mine.teachers.{i}.num_cpus", t.num_cpus) for i, t in enumerate(self.mine.teachers)]
+        found += [
+            ("evaluate.cpus_per_worker", self.evaluate.cpus_per_worker),
+            ("serve.num_cpus", self.serve.num_cpus),
+        ]
+        if self.synth.enabled:
+            found.append(("synth.generator.cpus_per_engine", self.synth.generator.cpus_per_engine))
+        return found
