@@ -1,9 +1,11 @@
 """`run_mine(config, run_dir)`: the Ray layer of hard-negative mining (issue 5, recipe section 5).
 
-For each configured source: load its examples (`embedforge.data.sources.load_source`), group them into pools
-(`pools`), stream every text through each dense teacher's Ray Data actor pool into the embedding cache
-(`embed_stage`), copy the pool's corpus vectors from the cache into a memory map and index it with faiss, then
-mine the queries chunk by chunk (`miner`), writing one `run_dir/mine/data/part-NNNNN.parquet` shard of
+First every source's texts stream through each dense teacher's Ray Data actor pool into the embedding cache
+(`embed_stage`), in one pass per teacher: an actor pool's start-up costs 20-30 s on the 2-core machine, and
+a pass per source and pool paid it up to six times in the demo (docs/results.md). Then, for each configured
+source: load its examples (`embedforge.data.sources.load_source`), group them into pools (`pools`), copy the
+pool's corpus vectors from the cache into a memory map and index it with faiss, then mine the queries chunk by
+chunk (`miner`), writing one `run_dir/mine/data/part-NNNNN.parquet` shard of
 TrainingExamples per chunk. Shards already on disk are skipped on resume; the manifest records every parameter
 and the statistics table, which is also printed.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import shutil
 import time
 from collections.abc import Sequence
@@ -67,6 +70,18 @@ def cache_root(config: EmbedforgeConfig) -> str:
 def _embed_requests(pool: MiningPool) -> list[EmbedRequest]:
     docs = [(t, "document", pool.doc_instruction) for t in pool.corpus]
     return docs + [(query, "query", instruction) for instruction, query in pool.queries()]
+
+
+def _planned_pools(
+    examples: list[TrainingExample], first_shard: int, shard_size: int
+) -> tuple[list[tuple[MiningPool, list[int]]], int]:
+    """A source's pools, each with the ids of the output shards it writes, and the next free shard id."""
+    planned = []
+    for pool in build_pools(examples):
+        count = math.ceil(len(pool.examples) / shard_size)
+        planned.append((pool, list(range(first_shard, first_shard + count))))
+        first_shard += count
+    return planned, first_shard
 
 
 def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path, config: EmbedforgeConfig) -> DenseView:
@@ -139,17 +154,30 @@ class _Miner:
             pool.close()
         self.pair_pools = []
 
-    def mine_source(self, source: DataSource) -> None:
+    def _examples(self, source: DataSource) -> list[TrainingExample]:
         from embedforge.data.sources import load_source
 
-        examples = load_source(source, self.run_dir, seed=self.config.data.seed)
+        return load_source(source, self.run_dir, seed=self.config.data.seed)
+
+    def embed_all(self, sources: list[DataSource]) -> None:
+        """Encode the texts of every pool still to mine, all sources together, in one pass per dense teacher."""
+        started, shard, requests = time.time(), 0, []
+        for source in sources:
+            planned, shard = _planned_pools(self._examples(source), shard, self.config.mine.shard_size)
+            for pool, shard_ids in planned:
+                if not all(s in self.done for s in shard_ids):
+                    requests.extend(_embed_requests(pool))
+        for teacher in (t for t in self.config.mine.teachers if t.kind in DENSE_KINDS):
+            n = embed_into_cache(requests, teacher, self.root)
+            log.info("%d sources: %s encoded %d new texts", len(sources), teacher.model, n)
+        self.stage.time("embed", time.time() - started)
+
+    def mine_source(self, source: DataSource) -> None:
+        examples = self._examples(source)
         if not examples:
             log.warning("source %s has no examples; nothing to mine", source.name)
-        for p, pool in enumerate(build_pools(examples)):
-            shard_ids = [
-                self.next_shard + j for j, _ in enumerate(chunks(len(pool.examples), self.config.mine.shard_size))
-            ]
-            self.next_shard += len(shard_ids)
+        planned, self.next_shard = _planned_pools(examples, self.next_shard, self.config.mine.shard_size)
+        for p, (pool, shard_ids) in enumerate(planned):
             if all(s in self.done for s in shard_ids):
                 log.info("source %s pool %d: all %d shards done, skipping", source.name, p, len(shard_ids))
                 continue
@@ -163,11 +191,6 @@ class _Miner:
         mine = self.config.mine
         started = time.time()
         dense_teachers = [t for t in mine.teachers if t.kind in DENSE_KINDS]
-        for teacher in dense_teachers:
-            n = embed_into_cache(_embed_requests(pool), teacher, self.root)
-            log.info("source %s pool %d: %s encoded %d new texts", source.name, p, teacher.model, n)
-        self.stage.time("embed", time.time() - started)
-        started = time.time()
         work = self.stage.dir / "work" / source.name
         views = [
             _dense_view(pool, t, self.root, work / f"pool{p}-teacher{i}.npy", self.config)
@@ -274,6 +297,7 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     stage.start()
     miner = _Miner(config, stage, run_dir)
     try:
+        miner.embed_all(mined_sources(config))
         for source in mined_sources(config):
             miner.mine_source(source)
     finally:
