@@ -60,18 +60,24 @@ def _prompts(config: Any, n: int) -> list[dict[str, Any]]:
     return [rows[i * len(rows) // n] for i in range(n)]  # spread over families
 
 
-def _valid_rates(rows: list[dict[str, Any]], texts: list[str], limits: Any) -> dict[str, Any]:
-    """Share of outputs that are well-formed (schema level) and that pass every check, with rejection reasons."""
+def _valid_rates(rows: list[dict[str, Any]], texts: list[str], finished: list[bool], limits: Any) -> dict[str, Any]:
+    """Share of outputs that are well-formed (schema level) and that pass every check, with rejection reasons;
+    the schema-valid share is also given among outputs that ended before the token budget (`finished`), which
+    separates what guided decoding controls from generations cut by max_tokens."""
     reasons: dict[str, int] = {}
-    for row, text in zip(rows, texts, strict=True):
+    schema_bad_finished = 0
+    for row, text, done in zip(rows, texts, finished, strict=True):
         try:
             parse_example(row["kind"], text, limits)
         except Rejected as err:
             reasons[err.reason] = reasons.get(err.reason, 0) + 1
+            schema_bad_finished += done and err.reason in SCHEMA_REASONS
     schema_bad = sum(n for r, n in reasons.items() if r in SCHEMA_REASONS)
     return {
         "schema_valid_rate": 1 - schema_bad / len(rows),
         "valid_rate": 1 - sum(reasons.values()) / len(rows),
+        "truncated_rate": 1 - sum(finished) / len(rows),
+        "schema_valid_rate_finished": 1 - schema_bad_finished / max(sum(finished), 1),
         "rejections": reasons,
     }
 
@@ -100,14 +106,13 @@ def run_vllm(settings: EngineSettings, rows: list[dict[str, Any]], limits: Any) 
     for name, guided in (("vllm_guided", True), ("vllm_unguided", False)):
         gens, seconds = generate_rows(llm, replace(settings, guided=guided), rows)
         tokens = sum(g.output_tokens for g in gens)
-        rates = _valid_rates(rows, [g.text for g in gens], limits)
+        rates = _valid_rates(rows, [g.text for g in gens], [g.finish_reason != "length" for g in gens], limits)
         out[name] = {
             "seconds": round(seconds, 2),
             "tokens": tokens,
             "tokens_per_s": tokens / seconds,
             **rates,
             "engine_start_s": round(start_s, 1),
-            "truncated": sum(g.finish_reason == "length" for g in gens),
         }
         log.info("%s: %d tokens in %.1fs = %.1f tokens/s, %s", name, tokens, seconds, tokens / seconds, rates)
     del llm
@@ -143,12 +148,13 @@ def run_hf(
         )
     seconds = time.time() - t0
     new = out[:, batch["input_ids"].shape[1] :]
-    tokens, texts = 0, []
+    tokens, texts, finished = 0, [], []
     for seq in new.tolist():
-        end = seq.index(tok.eos_token_id) + 1 if tok.eos_token_id in seq else len(seq)
+        finished.append(tok.eos_token_id in seq)
+        end = seq.index(tok.eos_token_id) + 1 if finished[-1] else len(seq)
         tokens += end
         texts.append(tok.decode(seq[:end], skip_special_tokens=True))
-    rates = _valid_rates(rows, texts, limits)
+    rates = _valid_rates(rows, texts, finished, limits)
     log.info("hf_generate: %d tokens in %.1fs = %.1f tokens/s, %s", tokens, seconds, tokens / seconds, rates)
     return {
         "seconds": round(seconds, 2),
@@ -226,6 +232,8 @@ def main() -> int:
             "tokens_per_s_vllm_guided_vs_hf": results["vllm_guided"]["tokens_per_s"] / hf,
             "schema_valid_rate_guided": results["vllm_guided"]["schema_valid_rate"],
             "schema_valid_rate_unguided": results["vllm_unguided"]["schema_valid_rate"],
+            "schema_valid_rate_guided_finished": results["vllm_guided"]["schema_valid_rate_finished"],
+            "truncated_rate_guided": results["vllm_guided"]["truncated_rate"],
             "valid_rate_guided": results["vllm_guided"]["valid_rate"],
             "valid_rate_unguided": results["vllm_unguided"]["valid_rate"],
         },
