@@ -2,7 +2,8 @@
 
 All runs use the same model, config, batch plan and step code (`embedforge.train.worker.StepRunner`):
 1. tokens/s of a plain in-process PyTorch loop vs `TorchTrainer` with 1 worker (goal: Ray overhead <= 10 %),
-   measured over wall time between steps 2..N (start-up excluded, reporting and checkpoint waits included);
+   measured over wall time between steps 2..N (start-up excluded, reporting and checkpoint waits included, at
+   the default `train.log_every`);
 2. tokens/s with 2 workers (DDP gloo, each its own batch) vs 1 (goal: scaling efficiency >= 0.8);
 3. peak memory growth during one step with GradCache at 8x the batch vs the plain loss at 1x (goal <= 1.3x), each
    in a child process sampling its own RSS.
@@ -42,7 +43,6 @@ def _config(model: str, steps: int, batch: int, workers: int, gradcache_chunk: i
         f"train.num_workers={workers}",
         "train.cpus_per_worker=1",
         f"train.checkpoint_every={steps}",
-        "train.log_every=1",
         f"train.stages=[{{name: s1, datasets: [{{source: wikiqa}}], steps: {steps}, batch_size: {batch}, "
         "num_negatives: 3, learning_rate: 1.0e-4, warmup_steps: 0}]",
     ]
