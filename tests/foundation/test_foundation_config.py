@@ -96,6 +96,14 @@ def test_cross_section_checks_name_the_problem():
     data = _set(_tiny(), "evaluate.cpus_per_worker", 3)
     with pytest.raises(ConfigError, match=r"evaluate.cpus_per_worker: one actor asks for 3.0 CPUs, resources"):
         config_from_dict(data)
+    # no actor, no check: a disabled stage, and BM25 (scored in the driver)
+    config_from_dict(_set(_set(_tiny(), "evaluate.cpus_per_worker", 3), "evaluate.enabled", False))
+    data = _tiny()
+    data["mine"]["teachers"].append({"kind": "bm25", "num_cpus": 4})
+    config_from_dict(data)
+    data["mine"]["teachers"][0]["num_cpus"] = 4
+    with pytest.raises(ConfigError, match=r"mine.teachers.0.num_cpus: one actor asks for 4.0 CPUs"):
+        config_from_dict(data)
     data = _tiny()
     data["mine"]["sources"] = ["wikiqa", "nq"]
     with pytest.raises(ConfigError, match=r"mine.sources: unknown data source 'nq'"):

@@ -78,12 +78,17 @@ class EmbedforgeConfig(Section):
         return self
 
     def _actor_cpus(self) -> list[tuple[str, float]]:
-        """The CPUs each kind of Ray actor reserves, keyed by the config field that sets it."""
-        found = [(f"mine.teachers.{i}.num_cpus", t.num_cpus) for i, t in enumerate(self.mine.teachers)]
-        found += [
-            ("evaluate.cpus_per_worker", self.evaluate.cpus_per_worker),
-            ("serve.num_cpus", self.serve.num_cpus),
-        ]
+        """The CPUs one Ray actor of each enabled stage reserves, keyed by the config field that sets it (BM25
+        scores in the driver, so its teacher has no actor)."""
+        found = [("serve.num_cpus", self.serve.num_cpus)]
         if self.synth.enabled:
             found.append(("synth.generator.cpus_per_engine", self.synth.generator.cpus_per_engine))
+        if self.mine.enabled:
+            found += [
+                (f"mine.teachers.{i}.num_cpus", t.num_cpus)
+                for i, t in enumerate(self.mine.teachers)
+                if t.kind != "bm25"
+            ]
+        if self.evaluate.enabled:
+            found.append(("evaluate.cpus_per_worker", self.evaluate.cpus_per_worker))
         return found

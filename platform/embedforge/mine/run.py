@@ -1,13 +1,12 @@
 """`run_mine(config, run_dir)`: the Ray layer of hard-negative mining (issue 5, recipe section 5).
 
-First every source's texts stream through each dense teacher's Ray Data actor pool into the embedding cache
-(`embed_stage`), in one pass per teacher: an actor pool's start-up costs 20-30 s on the 2-core machine, and
-a pass per source and pool paid it up to six times in the demo (docs/results.md). Then, for each configured
-source: load its examples (`embedforge.data.sources.load_source`), group them into pools (`pools`), copy the
-pool's corpus vectors from the cache into a memory map and index it with faiss, then mine the queries chunk by
-chunk (`miner`), writing one `run_dir/mine/data/part-NNNNN.parquet` shard of
-TrainingExamples per chunk. Shards already on disk are skipped on resume; the manifest records every parameter
-and the statistics table, which is also printed.
+Every source is loaded once (`embedforge.data.sources.load_source`) and grouped into pools (`pools`). Then all
+their texts stream through each dense teacher's Ray Data actor pool into the embedding cache (`embed_stage`), in
+one pass per teacher: an actor pool's start-up costs 20-30 s on the 2-core machine, and a pass per source and
+pool paid it six times in the demo (docs/results.md). Then each pool's corpus vectors are copied from the cache
+into a memory map and indexed with faiss, and its queries are mined chunk by chunk (`miner`), writing one
+`run_dir/mine/data/part-NNNNN.parquet` shard of TrainingExamples per chunk. Shards already on disk are skipped on
+resume; the manifest records every parameter and the statistics table, which is also printed.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,16 +71,29 @@ def _embed_requests(pool: MiningPool) -> list[EmbedRequest]:
     return docs + [(query, "query", instruction) for instruction, query in pool.queries()]
 
 
-def _planned_pools(
-    examples: list[TrainingExample], first_shard: int, shard_size: int
-) -> tuple[list[tuple[MiningPool, list[int]]], int]:
-    """A source's pools, each with the ids of the output shards it writes, and the next free shard id."""
-    planned = []
-    for pool in build_pools(examples):
-        count = math.ceil(len(pool.examples) / shard_size)
-        planned.append((pool, list(range(first_shard, first_shard + count))))
-        first_shard += count
-    return planned, first_shard
+@dataclass
+class SourcePlan:
+    """One source's examples, loaded once, and its pools, each with the ids of the output shards it writes."""
+
+    source: DataSource
+    examples: list[TrainingExample]
+    pools: list[tuple[MiningPool, list[int]]]
+
+
+def plan_sources(sources: list[DataSource], run_dir: Path, seed: int, shard_size: int) -> list[SourcePlan]:
+    """Every source's pools with consecutive shard ids across sources, in configuration order."""
+    from embedforge.data.sources import load_source
+
+    plans, next_shard = [], 0
+    for source in sources:
+        examples = load_source(source, run_dir, seed=seed)
+        pools = []
+        for pool in build_pools(examples):
+            count = math.ceil(len(pool.examples) / shard_size)
+            pools.append((pool, list(range(next_shard, next_shard + count))))
+            next_shard += count
+        plans.append(SourcePlan(source, examples, pools))
+    return plans
 
 
 def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path, config: EmbedforgeConfig) -> DenseView:
@@ -127,11 +139,10 @@ def _mined_example(
 class _Miner:
     """The per-run state: the stage folder, the cache root, the pairwise actor pools and the shard counter."""
 
-    def __init__(self, config: EmbedforgeConfig, stage: StageRun, run_dir: Path) -> None:
-        self.config, self.stage, self.run_dir = config, stage, run_dir
+    def __init__(self, config: EmbedforgeConfig, stage: StageRun) -> None:
+        self.config, self.stage = config, stage
         self.root = cache_root(config)
         self.done = stage.done_shards()
-        self.next_shard = 0
         self.stats_dir = stage.dir / "stats"
         for stale in self.stats_dir.glob("part-*.json") if self.stats_dir.is_dir() else []:
             if int(stale.stem.split("-")[1]) not in self.done:  # statistics of shards that will be redone
@@ -154,36 +165,32 @@ class _Miner:
             pool.close()
         self.pair_pools = []
 
-    def _examples(self, source: DataSource) -> list[TrainingExample]:
-        from embedforge.data.sources import load_source
-
-        return load_source(source, self.run_dir, seed=self.config.data.seed)
-
-    def embed_all(self, sources: list[DataSource]) -> None:
+    def embed_all(self, plans: list[SourcePlan]) -> None:
         """Encode the texts of every pool still to mine, all sources together, in one pass per dense teacher."""
-        started, shard, requests = time.time(), 0, []
-        for source in sources:
-            planned, shard = _planned_pools(self._examples(source), shard, self.config.mine.shard_size)
-            for pool, shard_ids in planned:
-                if not all(s in self.done for s in shard_ids):
-                    requests.extend(_embed_requests(pool))
+        started = time.time()
+        requests = [
+            request
+            for plan in plans
+            for pool, shard_ids in plan.pools
+            if not all(s in self.done for s in shard_ids)
+            for request in _embed_requests(pool)
+        ]
         for teacher in (t for t in self.config.mine.teachers if t.kind in DENSE_KINDS):
             n = embed_into_cache(requests, teacher, self.root)
-            log.info("%d sources: %s encoded %d new texts", len(sources), teacher.model, n)
+            log.info("%d sources: %s encoded %d new texts", len(plans), teacher.model, n)
         self.stage.time("embed", time.time() - started)
 
-    def mine_source(self, source: DataSource) -> None:
-        examples = self._examples(source)
-        if not examples:
+    def mine_source(self, plan: SourcePlan) -> None:
+        source = plan.source
+        if not plan.examples:
             log.warning("source %s has no examples; nothing to mine", source.name)
-        planned, self.next_shard = _planned_pools(examples, self.next_shard, self.config.mine.shard_size)
-        for p, (pool, shard_ids) in enumerate(planned):
+        for p, (pool, shard_ids) in enumerate(plan.pools):
             if all(s in self.done for s in shard_ids):
                 log.info("source %s pool %d: all %d shards done, skipping", source.name, p, len(shard_ids))
                 continue
             miner = self._pool_miner(source, p, pool)
             try:
-                self._mine_pool(source, pool, miner, examples, shard_ids)
+                self._mine_pool(source, pool, miner, plan.examples, shard_ids)
             finally:
                 self.close()  # pairwise actors never hold CPUs while the next embedding pool needs them
 
@@ -295,11 +302,12 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         raise ValueError("mine: no data sources to mine (data.sources is empty or mine.sources matches none)")
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     stage.start()
-    miner = _Miner(config, stage, run_dir)
+    miner = _Miner(config, stage)
     try:
-        miner.embed_all(mined_sources(config))
-        for source in mined_sources(config):
-            miner.mine_source(source)
+        plans = plan_sources(mined_sources(config), run_dir, config.data.seed, config.mine.shard_size)
+        miner.embed_all(plans)
+        for plan in plans:
+            miner.mine_source(plan)
     finally:
         miner.close()
     shutil.rmtree(stage.dir / "work", ignore_errors=True)  # the corpus memory maps are rebuilt from the cache

@@ -104,7 +104,8 @@ def build_engine(settings: EngineSettings) -> Any:
 def _multiprocessing_env(in_process: bool) -> Iterator[None]:
     """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING while it builds an engine: turn it off for an in-process engine
     only, and put the variable back, so a later engine in the same process gets its own layout."""
-    name, previous = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    name = "VLLM_ENABLE_V1_MULTIPROCESSING"
+    previous = os.environ.get(name)
     if in_process:
         os.environ[name] = "0"
     try:
