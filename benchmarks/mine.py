@@ -1,6 +1,8 @@
 """Hard-negative mining: embedforge `run_mine` (Ray Data actor pool, faiss) against sentence-transformers'
 `mine_hard_negatives`, on the same WikiQA examples and corpus, the same teacher (all-MiniLM-L6-v2) and the same
-selection (TopK-PercPos 0.95 = relative_margin 0.05, top 7 of 30 candidates, sampling `top`).
+selection (TopK-PercPos 0.95 = relative_margin 0.05, top 7 of 30 candidates, sampling `top`) and the same
+forward-pass size (`--forward-batch`: embedforge's `micro_batch_size` inside 64-row Ray Data batches, and
+sentence-transformers' `batch_size`; 16 is the local profile's and MiniLM's fastest on this CPU).
 
 Each system runs in its own child process (fresh embedding cache, so nothing is reused), timed around the mining
 call (model load and Ray start included), while the parent samples the summed RSS of the child's process tree.
@@ -8,7 +10,7 @@ Reports input examples/s of each, the throughput ratio (goal >= 2x on this machi
 overlap of the negatives chosen for each (query, positive) (goal >= 95 %), and peak memory of each.
 Writes benchmarks/results/mine.json and mine.png.
 
-    .venv/bin/python benchmarks/mine.py [--max-examples 1000] [--actors 2]
+    .venv/bin/python benchmarks/mine.py [--max-examples 1000] [--actors 2] [--forward-batch 16]
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 NEGATIVES, CANDIDATES, MARGIN = 7, 30, 0.95
 
 
-def _config(max_examples: int, cache: Path, actors: int):
+def _config(max_examples: int, cache: Path, actors: int, forward_batch: int):
     """configs/local.yaml with its WikiQA source capped and the mine section set for the comparison."""
     import yaml
 
@@ -47,6 +49,7 @@ def _config(max_examples: int, cache: Path, actors: int):
         "kind": "sentence_transformers",
         "model": "bundled:all-minilm-l6-v2",
         "batch_size": 64,
+        "micro_batch_size": forward_batch,
         "concurrency": actors,
         "num_cpus": 1,
     }
@@ -66,7 +69,7 @@ def worker_embedforge(args: argparse.Namespace, out: Path) -> None:
     from embedforge.data.schema import TrainingExample
     from embedforge.mine.run import run_mine
 
-    config = _config(args.max_examples, out.parent / "cache", args.actors)
+    config = _config(args.max_examples, out.parent / "cache", args.actors, args.forward_batch)
     started = time.perf_counter()
     manifest = run_mine(config, out.parent / "run")
     seconds = time.perf_counter() - started
@@ -93,7 +96,7 @@ def worker_st(args: argparse.Namespace, out: Path) -> None:
     from embedforge.paths import resolve_model
 
     torch.set_num_threads(2)
-    config = _config(args.max_examples, out.parent / "cache", args.actors)
+    config = _config(args.max_examples, out.parent / "cache", args.actors, args.forward_batch)
     [source] = [s for s in config.data.sources if s.name == "wikiqa"]
     examples = load_source(source)
     corpus = build_pools(examples)[0].corpus  # the same corpus embedforge mines: positives + negatives
@@ -109,7 +112,7 @@ def worker_st(args: argparse.Namespace, out: Path) -> None:
         num_negatives=NEGATIVES,
         sampling_strategy="top",
         output_format="n-tuple",
-        batch_size=64,
+        batch_size=args.forward_batch,
         verbose=False,
     )
     seconds = time.perf_counter() - started
@@ -136,6 +139,8 @@ def run_child(system: str, args: argparse.Namespace, workdir: Path) -> dict:
         str(args.max_examples),
         "--actors",
         str(args.actors),
+        "--forward-batch",
+        str(args.forward_batch),
     ]
     proc = subprocess.Popen(cmd)
     peak, stop = 0, threading.Event()
@@ -195,6 +200,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-examples", type=int, default=1000)
     parser.add_argument("--actors", type=int, default=2, help="embedforge embedding actors (1 CPU each)")
+    parser.add_argument("--forward-batch", type=int, default=16, help="texts per forward pass, both systems")
     parser.add_argument("--worker", choices=["embedforge", "st"])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -222,6 +228,7 @@ def main() -> None:
             "candidates": CANDIDATES,
             "embedforge_actors": args.actors,
             "sentence_transformers_threads": 2,
+            "forward_batch": args.forward_batch,
         },
         "embedforge": ours,
         "sentence_transformers": theirs,

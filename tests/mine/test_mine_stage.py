@@ -214,7 +214,7 @@ def test_peak_memory_stays_flat_when_the_corpus_grows_10x(reference, tmp_path):
 
 def test_hybrid_teachers_fuse_dense_bm25_and_an_llm_through_ray(ray_cluster, tmp_path, tiny_model_dir, shared_data):
     teachers = [
-        {"kind": "embedforge", "model": "bundled:tiny-llama", "batch_size": 16},
+        {"kind": "embedforge", "model": "bundled:tiny-llama", "batch_size": 16, "micro_batch_size": 4},
         {"kind": "bm25"},
         {"kind": "llm_pointwise", "model": "bundled:tiny-llama", "batch_size": 16, "max_length": 128},
     ]

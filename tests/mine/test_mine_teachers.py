@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from embedforge.config.mine import TeacherConfig
+from embedforge.embeddings.cache import EmbeddingCache
+from embedforge.mine.embed_stage import EmbedActor
 from embedforge.mine.teachers.dense import SentenceTransformerTeacher, dense_identity
 from embedforge.mine.teachers.pairwise import load_pair_scorer
 
@@ -51,5 +53,26 @@ def test_teacher_config_errors_name_the_problem():
         TeacherConfig(kind="cross_encoder")
     with pytest.raises(ValueError, match="takes no 'model'"):
         TeacherConfig(kind="bm25", model="x")
+    with pytest.raises(ValueError, match="micro_batch_size applies to dense teachers only"):
+        TeacherConfig(kind="cross_encoder", model="x", micro_batch_size=4)
     with pytest.raises(ValueError, match=r"\{query\} and \{document\}"):
         TeacherConfig(kind="llm_pointwise", model="x", prompt="no slots")
+
+
+def test_embed_actor_micro_batches_store_the_whole_batch_vectors(tmp_path):
+    """The actor encodes its Ray Data batch in forward passes of micro_batch_size; the cached vectors equal the
+    teacher's own encode of the whole batch."""
+    texts = [f"{'short ' * (i % 5)}text number {i} about {'spiders ' * (i % 3)}" for i in range(11)]
+    batch = {
+        "text": np.array(texts, dtype=object),
+        "side": np.array(["document"] * len(texts), dtype=object),
+        "instruction": np.array([""] * len(texts), dtype=object),
+        "instructed": np.zeros(len(texts), dtype=bool),
+    }
+    teacher = TeacherConfig(kind="sentence_transformers", model="bundled:all-minilm-l6-v2", micro_batch_size=3)
+    actor = EmbedActor(teacher.model_dump(mode="json"), str(tmp_path))
+    assert actor.forward_batch == 3
+    out = actor(batch)
+    assert out["encoded"].tolist() == [len(texts)] and out["rows"].tolist() == [len(texts)]
+    cached = EmbeddingCache(str(tmp_path), dense_identity(teacher, "document", None)).get(texts)
+    np.testing.assert_allclose(cached, actor.encoder.encode_documents(texts, batch_size=len(texts)), atol=1e-5)

@@ -30,6 +30,11 @@ class TeacherConfig(Section):
     max_length: PositiveInt = 256
     prompt: str = Field(DEFAULT_POINTWISE_PROMPT, description="llm_pointwise: template with {query} and {document}")
     batch_size: PositiveInt = 64
+    micro_batch_size: PositiveInt | None = Field(
+        None,
+        description="dense teachers: texts per forward pass inside each batch of `batch_size` rows (CPUs run small "
+        "forward passes faster, docs/results.md); None: the whole batch",
+    )
     concurrency: PositiveInt = 1
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
@@ -40,6 +45,8 @@ class TeacherConfig(Section):
             raise ValueError(f"teacher kind {self.kind!r} needs a 'model'")
         if self.kind == "bm25" and self.model:
             raise ValueError("teacher kind 'bm25' takes no 'model'")
+        if self.micro_batch_size is not None and self.kind not in DENSE_KINDS:
+            raise ValueError(f"teacher kind {self.kind!r}: micro_batch_size applies to dense teachers only")
         if self.kind == "llm_pointwise" and ("{query}" not in self.prompt or "{document}" not in self.prompt):
             raise ValueError("llm_pointwise 'prompt' must contain {query} and {document}")
         return self

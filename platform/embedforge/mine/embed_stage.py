@@ -32,6 +32,7 @@ class EmbedActor:
         torch.set_num_threads(max(1, int(self.teacher.num_cpus)))
         device = "cuda" if self.teacher.num_gpus > 0 else "cpu"
         self.encoder = load_dense_teacher(self.teacher, device)
+        self.forward_batch = self.teacher.micro_batch_size or self.teacher.batch_size
         self.cache_root = cache_root
         self.caches: dict[str, EmbeddingCache] = {}
 
@@ -47,7 +48,7 @@ class EmbedActor:
             cache = self.caches.setdefault(identity, EmbeddingCache(self.cache_root, identity))
             todo = [texts[i] for i in cache.missing(texts)]
             if todo:
-                vectors = encode_side(self.encoder, todo, side, instruction, self.teacher.batch_size)
+                vectors = encode_side(self.encoder, todo, side, instruction, self.forward_batch)
                 cache.put(todo, vectors)
                 encoded += len(todo)
         return {"encoded": np.array([encoded], dtype=np.int64), "rows": np.array([len(batch["text"])])}

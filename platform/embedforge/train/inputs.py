@@ -2,6 +2,10 @@
 
 Queries get the instruction (and, for LGAI 4.2 in-context training, their demonstrations); documents are bare
 except for symmetric tasks, which give both sides the instruction (NV-Embed 4). Tokenization is the embedder's own.
+
+`train.micro_batch_size` runs each side's forward pass in length-sorted chunks inside one autograd graph: the loss
+and its gradients are those of one big forward, but on a CPU the small matrices run faster and pad less
+(docs/results.md, session 14).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import torch
 from torch import nn
 
 from embedforge.data.schema import is_symmetric
+from embedforge.model.batching import length_sorted_batches
 from embedforge.model.embedder import Embedder
 from embedforge.model.instructions import Demonstration
 from embedforge.train.batching import Batch
@@ -52,19 +57,37 @@ def batch_targets(batch: Batch) -> Targets:
 
 
 class Encoder:
-    """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting real tokens seen."""
+    """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting real tokens seen.
 
-    def __init__(self, embedder: Embedder, module: nn.Module | None = None) -> None:
+    With `micro_batch_size`, texts go through the module in length-sorted chunks of that many and come back in
+    input order; without, in one forward pass.
+    """
+
+    def __init__(
+        self, embedder: Embedder, module: nn.Module | None = None, micro_batch_size: int | None = None
+    ) -> None:
+        if micro_batch_size is not None and micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1 or None, got {micro_batch_size}")
         self.embedder = embedder
         self.module: Callable[..., torch.Tensor] = module if module is not None else embedder
+        self.micro_batch_size = micro_batch_size
         self.tokens = 0
 
     def __call__(self, inputs: Sequence[TextInput]) -> torch.Tensor:
         kinds = {i.kind for i in inputs}
         if len(kinds) != 1:
             raise ValueError(f"one encoder call takes one kind of text, got {sorted(kinds)}")
+        kind = kinds.pop()
+        if self.micro_batch_size is None or len(inputs) <= self.micro_batch_size:
+            return self._forward(inputs, kind)
+        groups = length_sorted_batches([i.text for i in inputs], self.micro_batch_size)
+        parts = [self._forward([inputs[i] for i in group], kind) for group in groups]
+        order = torch.tensor([i for group in groups for i in group], device=parts[0].device)
+        return torch.cat(parts)[torch.argsort(order)]
+
+    def _forward(self, inputs: Sequence[TextInput], kind: str) -> torch.Tensor:
         batch = self.embedder.tokenize(
-            [i.text for i in inputs], [i.task for i in inputs], kinds.pop(), [list(i.demonstrations) for i in inputs]
+            [i.text for i in inputs], [i.task for i in inputs], kind, [list(i.demonstrations) for i in inputs]
         )
         self.tokens += int(batch.attention_mask.sum())
         return self.module(batch)

@@ -86,7 +86,7 @@ def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | No
     teacher.requires_grad_(False)
     teacher.to(device)
     teacher.eval()
-    return Encoder(teacher)
+    return Encoder(teacher, micro_batch_size=config.train.micro_batch_size)
 
 
 def step_seed(seed: int, global_step: int, rank: int) -> int:
@@ -181,7 +181,13 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     module: torch.nn.Module = embedder
     if world > 1:
         module = DistributedDataParallel(embedder, device_ids=[device] if device.type == "cuda" else None)
-    runner = StepRunner(Encoder(embedder, module), module, train, use_bf16(train, device), load_teacher(config, device))
+    runner = StepRunner(
+        Encoder(embedder, module, train.micro_batch_size),
+        module,
+        train,
+        use_bf16(train, device),
+        load_teacher(config, device),
+    )
 
     resume_dir = _restore(ray.train.get_checkpoint(), out_dir, config_hash)
     state = read_state(resume_dir) if resume_dir else None
