@@ -21,7 +21,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from embedforge.config.train import InContextConfig, StageConfig
+from embedforge.config.train import InContextConfig, StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.train.curriculum import level_for_step, order_negatives
 
@@ -180,3 +180,14 @@ class StagePlan:
     def batch(self, step: int, rank: int) -> Batch:
         source, level, items = self.global_batches[step]
         return Batch(step, source, level, items[rank * self.per_rank : (rank + 1) * self.per_rank])
+
+
+def in_plan_order(grouped: dict[str, list[TrainingExample]]) -> dict[str, list[TrainingExample]]:
+    """Each source's examples in one fixed order whatever order they arrived in, so every rank and the driver's
+    check plan the same batches."""
+    return {name: sorted(rows, key=lambda e: (e.id, e.query, e.positive)) for name, rows in grouped.items()}
+
+
+def plan_stages(examples: dict[str, list[TrainingExample]], train: TrainConfig, world_size: int) -> list[StagePlan]:
+    """Every stage's batch plan; raises ValueError naming the example when a batch cannot be filled."""
+    return [StagePlan(examples, stage, world_size, train.seed, train.in_context) for stage in train.stages]

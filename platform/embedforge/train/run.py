@@ -16,6 +16,7 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.runs.stage import StageRun, read_manifest
+from embedforge.train.batching import in_plan_order, plan_stages
 from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
@@ -126,6 +127,9 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         log.info("train: complete for config %s, skipping", digest)
         return read_manifest(stage.dir) or {}
     examples, origin = load_training_examples(config, run_dir)
+    # the workers plan the same batches from the same examples: a plan that cannot be filled (too few examples
+    # for the batch size and negatives) fails here, before a Ray Train attempt, not in each of its retries
+    plan_stages(in_plan_order(examples), config.train, config.train.num_workers)
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     _clear_stale(stage.dir, digest)
     stage.start()

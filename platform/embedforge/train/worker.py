@@ -27,7 +27,7 @@ from embedforge.config import EmbedforgeConfig
 from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.model import load_embedder
-from embedforge.train.batching import Batch, StagePlan
+from embedforge.train.batching import Batch, in_plan_order, plan_stages
 from embedforge.train.checkpoint import (
     TrainState,
     latest_checkpoint,
@@ -65,9 +65,7 @@ def read_examples(shard: Any) -> dict[str, list[TrainingExample]]:
     for row in shard.iter_rows():
         ex = TrainingExample.from_row(row)
         grouped.setdefault(ex.task_name, []).append(ex)
-    for rows in grouped.values():
-        rows.sort(key=lambda e: (e.id, e.query, e.positive))
-    return grouped
+    return in_plan_order(grouped)
 
 
 def use_bf16(train: TrainConfig, device: torch.device) -> bool:
@@ -169,7 +167,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
 
     examples = read_examples(ray.train.get_dataset_shard(EXAMPLES))
-    plans = [StagePlan(examples, s, world, train.seed, train.in_context) for s in train.stages]
+    plans = plan_stages(examples, train, world)
     bounds = stage_bounds(train.stages)
     total = bounds[-1][1]
 
