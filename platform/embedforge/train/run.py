@@ -59,6 +59,10 @@ def make_trainer(
 
     train = config.train
     rows = [ex.to_row() for name in sorted(examples) for ex in examples[name]]
+    dataset = ray.data.from_items(rows)
+    # each worker reads this small dataset once at start-up; its progress bar would otherwise linger and be
+    # re-printed in the job log until the worker exits
+    dataset.context.enable_progress_bars = False
     backend = train.backend if train.backend != "auto" else ("nccl" if train.use_gpu else "gloo")
     return TorchTrainer(
         train_loop_per_worker,
@@ -78,7 +82,7 @@ def make_trainer(
             failure_config=FailureConfig(max_failures=train.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
         ),
-        datasets={EXAMPLES: ray.data.from_items(rows)},
+        datasets={EXAMPLES: dataset},
         dataset_config=DataConfig(datasets_to_split=[]),
         resume_from_checkpoint=Checkpoint.from_directory(str(resume)) if resume else None,
     )
