@@ -4,6 +4,7 @@ The only test that uses the development head (dashboard on 127.0.0.1:8265; on a 
 user's Ray already holds 8265, on a free port through EMBEDFORGE_DASHBOARD_PORT). It starts the head from an
 environment whose PATH lacks the venv, to check that the head still runs job drivers with this venv's python.
 A private cluster (the `ray_cluster` fixture) runs throughout and must survive `cluster down`.
+It runs with an empty HOME, as on a fresh machine: no Ray token yet, so `cluster up` must make one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
     port = _dashboard_port()
     url = f"http://127.0.0.1:{port}"
     monkeypatch.setattr(local, "DASHBOARD_URL", url)
-    env = {**os.environ, "EMBEDFORGE_DASHBOARD_PORT": str(port), "RAY_AUTH_MODE": local.AUTH_MODE}
+    home = tmp_path / "home"  # a fresh machine's: no ~/.ray/auth_token yet, which `ray start --head` needs
+    env = {**os.environ, "EMBEDFORGE_DASHBOARD_PORT": str(port), "RAY_AUTH_MODE": local.AUTH_MODE, "HOME": str(home)}
     env.pop("RAY_ADDRESS", None)
     bare_env = {**env, "PATH": "/usr/bin:/bin"}
 
@@ -50,6 +52,7 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         up = cli(str(BIN / "embedforge"), "cluster", "up", "--num-cpus", "2", path_env=bare_env)
         assert up.returncode == 0, up.stderr
         assert url in up.stdout and local.dashboard_alive() and local.head_running()
+        assert already_up or (home / ".ray" / "auth_token").read_text().strip()
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
         job = cli(
@@ -96,3 +99,14 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         return 1
 
     assert ray_cluster.get(still_alive.remote(), timeout=120) == 1  # `cluster down` spared this private cluster
+
+
+def test_a_missing_ray_token_is_made_once_and_never_printed(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    token_file = tmp_path / ".ray" / "auth_token"
+    local.ensure_auth_token()
+    token = token_file.read_text().strip()
+    assert len(token) >= 16
+    local.ensure_auth_token()
+    assert token_file.read_text().strip() == token  # an existing token is kept
+    assert token not in caplog.text

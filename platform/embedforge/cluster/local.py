@@ -53,6 +53,19 @@ def _head_env() -> dict[str, str]:
     return {**os.environ, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": AUTH_MODE}
 
 
+def ensure_auth_token() -> None:
+    """Make the token (~/.ray/auth_token) that token authentication needs, when there is none yet.
+
+    `ray.init` makes one for a cluster it starts, but `ray start --head` does not: on a fresh machine it fails
+    with "Token authentication is enabled but no authentication token was found". Ray's own CLI makes it here
+    (`ray get-auth-token --generate`); the token is never printed to the log."""
+    result = subprocess.run(
+        [_ray_bin(), "get-auth-token", "--generate"], env=_head_env(), capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"could not create Ray's authentication token: {result.stderr.strip()}")
+
+
 def default_object_store_bytes() -> int:
     """A quarter of RAM, at most 8 GiB and at most a third of the memory free now (at least 256 MiB): leaves room
     for model-holding actors on a 24 GiB machine, and lets the head start on a machine that is already busy."""
@@ -139,6 +152,7 @@ def up(num_cpus: int | None = None, wait_s: float = 120.0) -> str:
         f"--dashboard-port={DASHBOARD_PORT}",
         "--disable-usage-stats",
     ]
+    ensure_auth_token()
     log.info("starting Ray head: %s", " ".join(cmd))
     subprocess.run(cmd, check=True, env=_head_env(), stdout=subprocess.DEVNULL)
     # jobs are accepted once the head's dashboard agent serves HTTP, which can trail the dashboard
