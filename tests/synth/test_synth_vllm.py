@@ -104,3 +104,40 @@ def test_two_step_run_brainstorms_then_generates(ray_cluster, models, tiny_confi
         assert ex.negative_levels == ([1] if ex.task_type == "classification" else [1, 2, 3, 4])
         assert ex.provenance_dict()["family"] == ex.task_type
     assert manifest["report_png"] is None or (tmp_path / "synth" / "report.png").is_file()
+
+
+def test_cpu_engine_without_native_bf16_runs_float32_torch_linear_layers(ray_cluster, models) -> None:
+    """On a CPU with no native bf16 (this machine's AVX2), an `auto` engine loads float32 weights and keeps torch's
+    `linear` in every layer (vLLM's oneDNN matmul is switched off for the build only, then put back)."""
+    import torch
+
+    from embedforge.synth.engine import EngineSettings, native_bf16_cpu
+
+    @ray_cluster.remote(num_cpus=1)
+    def build_and_inspect() -> tuple[set[str], set[str], bool, int]:
+        import vllm._custom_ops as ops
+
+        from embedforge.synth.engine import build_engine
+
+        before = ops._supports_onednn
+        settings = EngineSettings(
+            model="bundled:tiny-llama-vllm", max_num_seqs=2, max_model_len=256, kv_cache_gb=0.1, enforce_eager=True
+        )
+        llm = build_engine(settings)
+        model = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.model
+        kernels = {
+            "onednn" if "handler" in module.cpu_linear.__code__.co_freevars else "torch"
+            for _, module in model.named_modules()
+            if hasattr(module, "cpu_linear")
+        }
+        dtypes = {str(p.dtype) for p in model.parameters()}
+        tokens = len(llm.generate(["volcanoes"], use_tqdm=False)[0].outputs[0].token_ids)
+        return kernels, dtypes, ops._supports_onednn == before, tokens
+
+    if torch.cuda.is_available() or native_bf16_cpu():
+        pytest.skip("needs a CPU without native bf16 and no GPU: elsewhere vLLM keeps its own kernels and dtype")
+    kernels, dtypes, switch_restored, tokens = ray_cluster.get(build_and_inspect.remote(), timeout=600)
+    assert kernels == {"torch"}
+    assert dtypes == {"torch.float32"}
+    assert switch_restored
+    assert tokens > 0

@@ -35,6 +35,7 @@ class EngineSettings:
     kv_cache_gb: float | None = None
     enforce_eager: bool = False
     in_process: bool | None = None
+    dtype: str = "auto"
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
@@ -71,15 +72,66 @@ def runs_in_process(settings: EngineSettings) -> bool:
     return settings.tensor_parallel_size == 1 and not torch.cuda.is_available()
 
 
+def native_bf16_cpu() -> bool:
+    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX), the instructions vLLM's CPU kernels use."""
+    import torch
+
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def uses_torch_float32_linear(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> bool:
+    """Whether the engine runs in float32 with torch's own linear layers: an in-process CPU engine whose dtype is
+    `auto` (or `float32`) on a CPU without native bf16, such as this machine's AVX2 cores.
+
+    There vLLM cannot build its oneDNN bf16 matmul and falls back to torch's bf16 `linear`, which took 74 % of
+    each decoding step. Measured on the same 16 step-2 prompts (docs/results.md, 2026-11-23): bf16 38.3 tokens/s,
+    float32 through vLLM's oneDNN matmul 20.6, float32 through torch's `linear` (MKL) 62.3.
+    """
+    if on_gpu or not runs_in_process(settings):
+        return False
+    return settings.dtype == "float32" or (settings.dtype == "auto" and not native_bf16)
+
+
+def engine_dtype(settings: EngineSettings) -> str:
+    """The dtype `build_engine` gives vLLM for these settings on this machine."""
+    import torch
+
+    torch_linear = uses_torch_float32_linear(settings, torch.cuda.is_available(), native_bf16_cpu())
+    return "float32" if torch_linear else settings.dtype
+
+
+@contextmanager
+def _torch_linear(enabled: bool) -> Iterator[None]:
+    """vLLM picks each CPU linear layer's kernel while it loads the weights, and prefers oneDNN whenever its
+    extension has it; with that switched off for the build, the layers keep torch's `linear`. The switch is put
+    back at once, so it touches only the engine built inside."""
+    import vllm._custom_ops as ops
+
+    previous = getattr(ops, "_supports_onednn", None)
+    if enabled and previous is None:
+        log.warning("this vLLM has no `_supports_onednn` switch: its CPU linear layers keep vLLM's own choice")
+    if enabled and previous is not None:
+        ops._supports_onednn = False
+    try:
+        yield
+    finally:
+        if previous is not None:
+            ops._supports_onednn = previous
+
+
 def build_engine(settings: EngineSettings) -> Any:
     """A `vllm.LLM` for the settings' model (a `bundled:` name or a checkpoint folder)."""
+    import torch
     from vllm import LLM
 
     in_process = runs_in_process(settings)
+    torch_linear = uses_torch_float32_linear(settings, torch.cuda.is_available(), native_bf16_cpu())
+    dtype = engine_dtype(settings)
     started = time.time()
-    with _multiprocessing_env(in_process):
+    with _multiprocessing_env(in_process), _torch_linear(torch_linear):
         llm = LLM(
             model=str(resolve_model(settings.model)),
+            dtype=dtype,
             tensor_parallel_size=settings.tensor_parallel_size,
             max_num_seqs=settings.max_num_seqs,
             max_model_len=settings.max_model_len,
@@ -92,10 +144,12 @@ def build_engine(settings: EngineSettings) -> Any:
             distributed_executor_backend="uni" if in_process else None,
         )
     log.info(
-        "vLLM engine for %s ready in %.1fs (%s)",
+        "vLLM engine for %s ready in %.1fs (%s, %s%s)",
         settings.model,
         time.time() - started,
         "in-process" if in_process else "multiprocess",
+        dtype,
+        ", torch linear layers" if torch_linear else "",
     )
     return llm
 
