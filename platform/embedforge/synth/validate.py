@@ -17,20 +17,6 @@ from typing import Any
 from embedforge.synth.schemas import Limits
 
 COPY_MIN_CHARS = 30  # a query at least this long found inside a document counts as copied
-# rejections a JSON-schema check alone would make (format); the others are content checks on well-formed output
-SCHEMA_REASONS = frozenset(
-    {
-        "empty_output",
-        "invalid_json",
-        "truncated",
-        "wrong_type",
-        "missing_field",
-        "empty_text",
-        "too_short",
-        "too_long",
-        "wrong_negative_count",
-    }
-)
 
 
 class Rejected(Exception):
