@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import logging
 import os
 import sys
@@ -33,7 +34,7 @@ from common import RESULTS, machine_info, write_result
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
 from embedforge.paths import resolve_model
-from embedforge.synth.engine import EngineSettings, build_engine, engine_dtype, generate
+from embedforge.synth.engine import EngineSettings, build_engine, engine_precision, generate
 from embedforge.synth.plan import example_rows, limits_of
 from embedforge.synth.validate import Rejected, extract_json, parse_example
 
@@ -77,8 +78,6 @@ def _valid_rates(rows: list[dict[str, Any]], texts: list[str], finished: list[bo
     """Share of outputs that meet their JSON schema and that pass every validator check, with rejection reasons;
     the schema-valid share is also given among outputs that ended before the token budget (`finished`), which
     separates what guided decoding controls from generations cut by max_tokens."""
-    import json
-
     reasons: dict[str, int] = {}
     valid = [schema_valid(text, json.loads(row["schema"])) for row, text in zip(rows, texts, strict=True)]
     for row, text in zip(rows, texts, strict=True):
@@ -98,8 +97,6 @@ def _valid_rates(rows: list[dict[str, Any]], texts: list[str], finished: list[bo
 
 def generate_rows(llm: Any, settings: EngineSettings, rows: list[dict[str, Any]]) -> tuple[list[Any], float]:
     """The engine's generations for prompt rows (prompt, schema, max_tokens, row_id) and the seconds they took."""
-    import json
-
     t0 = time.time()
     gens = generate(
         llm,
@@ -130,7 +127,7 @@ def run_vllm(
             "tokens_per_s": tokens / seconds,
             **rates,
             "engine_start_s": round(start_s, 1),
-            "dtype": engine_dtype(settings),
+            "dtype": engine_precision(settings)[0],
         }
         log.info("%s: %d tokens in %.1fs = %.1f tokens/s, %s", name, tokens, seconds, tokens / seconds, rates)
     del llm
@@ -243,7 +240,7 @@ def main() -> int:
             "temperature": gen.temperature,
             "top_p": gen.top_p,
             "config": str(args.config),
-            "vllm_dtype": engine_dtype(settings),
+            "vllm_dtype": engine_precision(settings)[0],
             "hf_dtype": "float32",
             "load_average_1m_end": os.getloadavg()[0],
         },

@@ -49,6 +49,7 @@ def test_float32_torch_linear_only_for_in_process_cpu_engines_without_native_bf1
     assert not uses_torch_float32_linear(replace(auto, in_process=False), on_gpu=False, native_bf16=False)
     assert not uses_torch_float32_linear(replace(auto, dtype="bfloat16"), on_gpu=False, native_bf16=False)
     assert uses_torch_float32_linear(replace(auto, dtype="float32"), on_gpu=False, native_bf16=False)
+    assert not uses_torch_float32_linear(replace(auto, dtype="float32"), on_gpu=False, native_bf16=True)
 
 
 @pytest.mark.parametrize("enabled", [True, False])

@@ -81,23 +81,24 @@ def native_bf16_cpu() -> bool:
 
 def uses_torch_float32_linear(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> bool:
     """Whether the engine runs in float32 with torch's own linear layers: an in-process CPU engine whose dtype is
-    `auto` (or `float32`) on a CPU without native bf16, such as this machine's AVX2 cores.
+    `auto` or `float32`, on a CPU without native bf16 such as this machine's AVX2 cores.
 
     There vLLM cannot build its oneDNN bf16 matmul and falls back to torch's bf16 `linear`, which took 74 % of
     each decoding step. Measured on the same 16 step-2 prompts (docs/results.md, 2026-11-23): bf16 38.3 tokens/s,
     float32 through vLLM's oneDNN matmul 20.6, float32 through torch's `linear` (MKL) 62.3.
     """
-    if on_gpu or not runs_in_process(settings):
+    if on_gpu or native_bf16 or not runs_in_process(settings):
         return False
-    return settings.dtype == "float32" or (settings.dtype == "auto" and not native_bf16)
+    return settings.dtype in ("auto", "float32")
 
 
-def engine_dtype(settings: EngineSettings) -> str:
-    """The dtype `build_engine` gives vLLM for these settings on this machine."""
+def engine_precision(settings: EngineSettings) -> tuple[str, bool]:
+    """The dtype `build_engine` gives vLLM for these settings on this machine, and whether its linear layers are
+    torch's (`uses_torch_float32_linear`)."""
     import torch
 
     torch_linear = uses_torch_float32_linear(settings, torch.cuda.is_available(), native_bf16_cpu())
-    return "float32" if torch_linear else settings.dtype
+    return ("float32" if torch_linear else settings.dtype), torch_linear
 
 
 @contextmanager
@@ -121,12 +122,10 @@ def _torch_linear(enabled: bool) -> Iterator[None]:
 
 def build_engine(settings: EngineSettings) -> Any:
     """A `vllm.LLM` for the settings' model (a `bundled:` name or a checkpoint folder)."""
-    import torch
     from vllm import LLM
 
     in_process = runs_in_process(settings)
-    torch_linear = uses_torch_float32_linear(settings, torch.cuda.is_available(), native_bf16_cpu())
-    dtype = engine_dtype(settings)
+    dtype, torch_linear = engine_precision(settings)
     started = time.time()
     with _multiprocessing_env(in_process), _torch_linear(torch_linear):
         llm = LLM(
