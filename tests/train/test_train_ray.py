@@ -118,8 +118,9 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
 
 
 def test_a_batch_plan_that_cannot_be_filled_fails_before_any_worker_starts(tiny_config, tmp_path, shared_data):
-    """6 STS-B examples in batches of 4 leave 2 free texts for the first example's 3 negatives: the driver's plan
-    check names the example and nothing starts (no stage manifest, no Ray Train attempt)."""
+    """6 STS-B examples without mined negatives have 5 other positives for an example's 6 negatives, even in a batch
+    of one: the driver's plan check names the example and nothing starts (no stage manifest, no Ray Train
+    attempt)."""
     from embedforge.train.run import run_train
 
     data = tiny_config.model_dump(mode="json")
@@ -132,11 +133,11 @@ def test_a_batch_plan_that_cannot_be_filled_fails_before_any_worker_starts(tiny_
             "in_batch_negatives": False,
             "steps": 2,
             "batch_size": 4,
-            "num_negatives": 3,
+            "num_negatives": 6,
             "warmup_steps": 0,
         }
     ]
     config = config_from_dict(data, "test")
-    with pytest.raises(ValueError, match=r"cannot find 3 distinct negatives for example .* in 'stsb'"):
+    with pytest.raises(ValueError, match=r"cannot find 6 distinct negatives for example .* in 'stsb', even in"):
         run_train(config, tmp_path)
     assert not (tmp_path / "train").exists()

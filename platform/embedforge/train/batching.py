@@ -2,9 +2,12 @@
 
 - Task-homogeneous batches (paper 004, "task-conditioned sampling"): every global batch comes from one source.
 - Weighted mixing: the source of each step is drawn with the stage's dataset weights.
+- A source with fewer examples than one global batch (a few synthetic examples from a small run) trains in smaller
+  batches of its own rather than being dropped.
 - No text twice in a batch (NV-Embed 3.3, recipe section 3): an example whose query or positive is already in the
   global batch waits for a later batch; negatives that collide are skipped; a shortfall of hard negatives is filled
-  with other examples' positives from the same source (random negatives).
+  with other examples' positives from the same source (random negatives), and an example that still lacks
+  negatives waits for a later batch while this one trains smaller.
 - MGH curriculum picks which negative level each step prefers; LGAI 4.2 in-context demonstrations are drawn from
   the same source.
 
@@ -69,27 +72,42 @@ class StagePlan:
     ) -> None:
         self.stage = stage
         self.world_size = world_size
-        self.per_rank = stage.batch_size
         self.in_context = in_context or InContextConfig()
-        # a source too small for one task-homogeneous global batch (a few synthetic examples, say) is left out of
-        # the stage with a warning; the stage fails only when no source is left
-        needed = self.per_rank * world_size
-        self.left_out = {d.source: len(examples.get(d.source, [])) for d in stage.datasets}
-        self.left_out = {name: count for name, count in self.left_out.items() if count < needed}
-        for name, count in self.left_out.items():
-            log.warning(
-                "train stage %r: source %r left out: %d examples, fewer than one global batch (%d x %d workers)",
-                stage.name,
-                name,
-                count,
-                self.per_rank,
-                world_size,
-            )
+        # a source too small for one task-homogeneous global batch (a few synthetic examples, say) trains in smaller
+        # batches: as many distinct examples as it has, split evenly over the workers; it is left out only when it
+        # cannot give every worker one example, and the stage fails only when no source is left
+        self.rank_sizes: dict[str, int] = {}
+        self.left_out: dict[str, int] = {}
+        for d in stage.datasets:
+            rows = examples.get(d.source, [])
+            size = min(stage.batch_size, _distinct_capacity(rows) // world_size)
+            if size == 0:
+                self.left_out[d.source] = len(rows)
+                log.warning(
+                    "train stage %r: source %r left out: %d examples, fewer than one per worker (%d workers)",
+                    stage.name,
+                    d.source,
+                    len(rows),
+                    world_size,
+                )
+                continue
+            self.rank_sizes[d.source] = size
+            if size < stage.batch_size:
+                log.warning(
+                    "train stage %r: source %r has %d examples, fewer than one global batch (%d x %d workers): "
+                    "its batches are %d per worker",
+                    stage.name,
+                    d.source,
+                    len(rows),
+                    stage.batch_size,
+                    world_size,
+                    size,
+                )
         datasets = [d for d in stage.datasets if d.source not in self.left_out]
         if not datasets:
             raise ValueError(
-                f"train stage {stage.name!r}: no source has one global batch of examples ({self.per_rank} x "
-                f"{world_size} workers); examples per source: {self.left_out}"
+                f"train stage {stage.name!r}: no source has one example per worker ({world_size} workers); "
+                f"examples per source: {self.left_out}"
             )
         self.examples = {d.source: examples[d.source] for d in datasets}
         self._seed = seed
@@ -101,12 +119,22 @@ class StagePlan:
         mix = random.Random(_seed(seed, stage.name, "mix"))
         names = [d.source for d in datasets]
         weights = [d.weight for d in datasets]
+        self.shortened: dict[str, int] = {}
         self.global_batches = [self._plan_step(step, mix.choices(names, weights)[0]) for step in range(stage.steps)]
+        for name, count in self.shortened.items():
+            log.warning(
+                "train stage %r: %d batches of source %r are smaller than planned: some examples lacked %d "
+                "negatives distinct from the rest of the batch",
+                stage.name,
+                count,
+                name,
+                stage.num_negatives,
+            )
 
     def _next_example(self, source: str, taken: set[str], deferred: list[int]) -> int:
         queue = self._queues[source]
         rows = self.examples[source]
-        for _ in range(len(rows)):
+        for _ in range(2 * len(rows)):  # what is left of this epoch, then all of the next
             if not queue:  # new epoch, new order
                 self._epochs[source] += 1
                 order = random.Random(_seed(self._seed, self.stage.name, source, self._epochs[source]))
@@ -119,7 +147,7 @@ class StagePlan:
             return index
         raise ValueError(
             f"train stage {self.stage.name!r}: source {source!r} cannot fill a batch of "
-            f"{self.per_rank * self.world_size} examples without repeating a text"
+            f"{self.rank_sizes[source] * self.world_size} examples without repeating a text"
         )
 
     def _plan_step(self, step: int, source: str) -> tuple[str, int | None, list[BatchItem]]:
@@ -129,21 +157,43 @@ class StagePlan:
         taken: set[str] = set()
         deferred: list[int] = []
         chosen: list[int] = []
-        for _ in range(self.per_rank * self.world_size):
+        for _ in range(self.rank_sizes[source] * self.world_size):
             index = self._next_example(source, taken, deferred)
             chosen.append(index)
             taken.update((rows[index].query, rows[index].positive))
         self._queues[source].extendleft(reversed(deferred))  # waiting examples go first next time
+        # examples with the fewest hard negatives choose first, so one with a single negative is not left without it
+        # by another that had more to choose from
+        found: dict[int, tuple[list[str], list[float]]] = {}
+        short: list[int] = []
+        for index in sorted(chosen, key=lambda i: len(rows[i].negatives)):
+            picked = self._negatives(rows[index], level, taken, rng, source)
+            if picked is None:
+                short.append(index)
+            else:
+                found[index] = picked
+        kept = [index for index in chosen if index in found]
+        if short:
+            # a batch that cannot give every example its negatives trains the ones it can, in equal shares per
+            # worker; the others go first next time
+            kept = kept[: len(kept) // self.world_size * self.world_size]
+            if not kept:
+                raise ValueError(
+                    f"train: cannot find {self.stage.num_negatives} distinct negatives for example "
+                    f"{rows[short[0]].id} in {source!r}, even in a batch of one per worker"
+                )
+            self._queues[source].extendleft(reversed([i for i in chosen if i not in kept]))
+            self.shortened[source] = self.shortened.get(source, 0) + 1
         items = []
-        for index in chosen:
-            ex = rows[index]
-            negatives, scores = self._negatives(ex, level, taken, rng, source)
-            items.append(BatchItem(ex, negatives, scores, self._demonstrations(ex, rng, source)))
+        for index in kept:
+            negatives, scores = found[index]
+            items.append(BatchItem(rows[index], negatives, scores, self._demonstrations(rows[index], rng, source)))
         return source, level, items
 
     def _negatives(
         self, ex: TrainingExample, level: int | None, taken: set[str], rng: random.Random, source: str
-    ) -> tuple[list[str], list[float]]:
+    ) -> tuple[list[str], list[float]] | None:
+        """`want` negatives distinct from every text in the batch, or None when the source has too few."""
         want = self.stage.num_negatives
         negatives: list[str] = []
         scores = [math.nan if ex.positive_score is None else ex.positive_score]
@@ -165,9 +215,7 @@ class StagePlan:
                 negatives.append(text)
                 scores.append(math.nan)
                 taken.add(text)
-        if len(negatives) < want:
-            raise ValueError(f"train: cannot find {want} distinct negatives for example {ex.id} in {source!r}")
-        return negatives, scores
+        return (negatives, scores) if len(negatives) == want else None
 
     def _demonstrations(self, ex: TrainingExample, rng: random.Random, source: str) -> list[tuple[str, str]]:
         cfg = self.in_context
@@ -179,7 +227,24 @@ class StagePlan:
 
     def batch(self, step: int, rank: int) -> Batch:
         source, level, items = self.global_batches[step]
-        return Batch(step, source, level, items[rank * self.per_rank : (rank + 1) * self.per_rank])
+        size = len(items) // self.world_size
+        return Batch(step, source, level, items[rank * size : (rank + 1) * size])
+
+
+def _distinct_capacity(rows: list[TrainingExample]) -> int:
+    """The size of a batch a small source can always fill without a query or positive text twice, whatever order its
+    examples come in: the number of groups of examples linked by a shared text (every group can give one)."""
+    parent: dict[str, str] = {}
+
+    def root(text: str) -> str:
+        while parent.setdefault(text, text) != text:
+            parent[text] = parent[parent[text]]
+            text = parent[text]
+        return text
+
+    for ex in rows:
+        parent[root(ex.query)] = root(ex.positive)
+    return len({root(ex.query) for ex in rows})
 
 
 def in_plan_order(grouped: dict[str, list[TrainingExample]]) -> dict[str, list[TrainingExample]]:
