@@ -145,10 +145,9 @@ class StagePlan:
                 deferred.append(index)
                 continue
             return index
-        raise ValueError(
-            f"train stage {self.stage.name!r}: source {source!r} cannot fill a batch of "
-            f"{self.rank_sizes[source] * self.world_size} examples without repeating a text"
-        )
+        # unreachable: a batch holds at most one example per group of linked texts (`_distinct_capacity`), and the
+        # scan above sees every example, so an untouched group always gives one
+        raise AssertionError(f"train stage {self.stage.name!r}: no free example in {source!r}; batch sizing is wrong")
 
     def _plan_step(self, step: int, source: str) -> tuple[str, int | None, list[BatchItem]]:
         rng = random.Random(_seed(self._seed, self.stage.name, "step", step))
