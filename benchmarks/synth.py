@@ -2,14 +2,15 @@
 
 The same chat prompts (step-2 prompts of the real templates for fixed tasks, configs/local.yaml bounds) go
 through (1) the engine the synth stage's Ray Data actors use (`embedforge.synth.engine`, vLLM) with JSON-schema
-guided decoding, (2) the same engine without guidance, (3) an unguided engine in bf16, vLLM's own CPU choice and
-embedforge's before it ran float32 with torch linear layers on CPUs without native bf16, and (4) transformers
-`generate`, batched, same model, same sampling and the same max-new-token budget. Reported: generated tokens/s of
-each (engine start-up excluded) and the share of outputs that are well-formed (schema level) and that pass every
-validator check. Goals: vLLM >= 5x the tokens/s of transformers on CPU, >= 99 % well-formed with guided decoding.
+guided decoding, (2) the same engine without guidance, (3) with --bf16, an unguided engine in bf16, vLLM's own CPU
+choice and embedforge's before it ran float32 with torch linear layers on CPUs without native bf16, and (4)
+transformers `generate`, all prompts in one batch (or --hf-batch at a time), same model, same sampling and the
+same max-new-token budget. Reported: generated tokens/s of each (engine start-up excluded) and the share of outputs
+that are well-formed (schema level) and that pass every validator check. Goals: vLLM >= 5x the tokens/s of
+transformers on CPU, >= 99 % well-formed with guided decoding.
 Writes benchmarks/results/synth.json and synth.png.
 
-    .venv/bin/python benchmarks/synth.py [--prompts 16] [--threads 2] [--config configs/local.yaml]
+    .venv/bin/python benchmarks/synth.py [--prompts 64] [--hf-batch N] [--threads 2] [--bf16] [--config local.yaml]
 """
 
 from __future__ import annotations
@@ -57,9 +58,17 @@ TASKS = {
 
 
 def _prompts(config: Any, n: int) -> list[dict[str, Any]]:
-    synth = config.synth.model_copy(update={"families": list(TASKS), "examples_per_task": 4})
-    rows = example_rows(synth, config.seed, TASKS)
-    return [rows[i * len(rows) // n] for i in range(n)]  # spread over families
+    """`n` distinct step-2 prompts spread over the families. Distinct texts: vLLM would take a repeated prompt's
+    prefill from its prefix cache, while `generate` computes it again."""
+    per_task = 4
+    while True:
+        synth = config.synth.model_copy(update={"families": list(TASKS), "examples_per_task": per_task})
+        rows = list({r["prompt"]: r for r in example_rows(synth, config.seed, TASKS)}.values())
+        if len(rows) >= n:
+            return [rows[i * len(rows) // n] for i in range(n)]
+        if per_task >= 64:
+            raise SystemExit(f"the templates give {len(rows)} distinct prompts, fewer than --prompts {n}")
+        per_task *= 2
 
 
 def schema_valid(text: str, schema: dict[str, Any]) -> bool:
@@ -136,8 +145,9 @@ def run_vllm(
 
 
 def run_hf(
-    model_ref: str, settings: EngineSettings, rows: list[dict[str, Any]], limits: Any, threads: int
+    model_ref: str, settings: EngineSettings, rows: list[dict[str, Any]], limits: Any, threads: int, batch: int
 ) -> dict[str, Any]:
+    """transformers `generate` over the rows in batches of `batch` prompts (left-padded), one after another."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -145,30 +155,32 @@ def run_hf(
     path = resolve_model(model_ref)
     tok = AutoTokenizer.from_pretrained(path, padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
-    chats = [
-        tok.apply_chat_template([{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True)
-        for r in rows
-    ]
-    batch = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False)
     torch.manual_seed(settings.seed)
-    t0 = time.time()
-    with torch.inference_mode():
-        out = model.generate(
-            **batch,
-            do_sample=True,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_new_tokens=int(rows[0]["max_tokens"]),
-            pad_token_id=tok.pad_token_id,
-        )
-    seconds = time.time() - t0
-    new = out[:, batch["input_ids"].shape[1] :]
-    tokens, texts, finished = 0, [], []
-    for seq in new.tolist():
-        finished.append(tok.eos_token_id in seq)
-        end = seq.index(tok.eos_token_id) + 1 if finished[-1] else len(seq)
-        tokens += end
-        texts.append(tok.decode(seq[:end], skip_special_tokens=True))
+    seconds, tokens, texts, finished = 0.0, 0, [], []
+    for start in range(0, len(rows), batch):
+        chats = [
+            tok.apply_chat_template(
+                [{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True
+            )
+            for r in rows[start : start + batch]
+        ]
+        inputs = tok(chats, return_tensors="pt", padding=True, add_special_tokens=False)
+        t0 = time.time()
+        with torch.inference_mode():
+            out = model.generate(
+                **inputs,
+                do_sample=True,
+                temperature=settings.temperature,
+                top_p=settings.top_p,
+                max_new_tokens=int(rows[0]["max_tokens"]),
+                pad_token_id=tok.pad_token_id,
+            )
+        seconds += time.time() - t0
+        for seq in out[:, inputs["input_ids"].shape[1] :].tolist():
+            finished.append(tok.eos_token_id in seq)
+            end = seq.index(tok.eos_token_id) + 1 if finished[-1] else len(seq)
+            tokens += end
+            texts.append(tok.decode(seq[:end], skip_special_tokens=True))
     rates = _valid_rates(rows, texts, finished, limits)
     log.info("hf_generate: %d tokens in %.1fs = %.1f tokens/s, %s", tokens, seconds, tokens / seconds, rates)
     return {
@@ -177,6 +189,7 @@ def run_hf(
         "tokens_per_s": tokens / seconds,
         **rates,
         "threads": threads,
+        "batch": batch,
         "dtype": "float32",
     }
 
@@ -189,8 +202,8 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
 
     names = list(results)
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    colors = ["tab:blue", "tab:cyan", "tab:olive", "tab:gray"]
-    axes[0].bar(names, [results[n]["tokens_per_s"] for n in names], color=colors)
+    colors = {"vllm_guided": "tab:blue", "vllm_unguided": "tab:cyan", "vllm_unguided_bf16": "tab:olive"}
+    axes[0].bar(names, [results[n]["tokens_per_s"] for n in names], color=[colors.get(n, "tab:gray") for n in names])
     axes[0].set(title="generated tokens/s (CPU)", ylabel="tokens/s")
     width = 0.4
     x = range(len(names))
@@ -212,11 +225,33 @@ def plot(results: dict[str, dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    hf = results["hf_generate"]["tokens_per_s"]
+    guided, unguided = results["vllm_guided"], results["vllm_unguided"]
+    out = {
+        "tokens_per_s_vllm_unguided_vs_hf": unguided["tokens_per_s"] / hf,
+        "tokens_per_s_vllm_guided_vs_hf": guided["tokens_per_s"] / hf,
+        "schema_valid_rate_guided": guided["schema_valid_rate"],
+        "schema_valid_rate_unguided": unguided["schema_valid_rate"],
+        "schema_valid_rate_guided_finished": guided["schema_valid_rate_finished"],
+        "truncated_rate_guided": guided["truncated_rate"],
+        "valid_rate_guided": guided["valid_rate"],
+        "valid_rate_unguided": unguided["valid_rate"],
+    }
+    if "vllm_unguided_bf16" in results:
+        bf16 = results["vllm_unguided_bf16"]["tokens_per_s"]
+        out["tokens_per_s_vllm_unguided_bf16_vs_hf"] = bf16 / hf
+        out["tokens_per_s_vllm_unguided_vs_bf16"] = unguided["tokens_per_s"] / bf16
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(REPO / "configs" / "local.yaml"))
-    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--prompts", type=int, default=64, help="prompts in flight at once, in both engines")
     parser.add_argument("--threads", type=int, default=2, help="torch threads for transformers generate")
+    parser.add_argument("--hf-batch", type=int, default=0, help="prompts per `generate` call (default: all at once)")
+    parser.add_argument("--bf16", action="store_true", help="also run the unguided engine in bf16 (slow on AVX2)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     config = load_config(args.config)
@@ -227,15 +262,15 @@ def main() -> int:
     limits = limits_of(config.synth)
     settings = EngineSettings.from_config(gen, max_num_seqs=max(gen.max_num_seqs, len(rows)))
     results = run_vllm(settings, rows, limits, {"vllm_guided": True, "vllm_unguided": False})
-    # the engine as it was before float32 torch linear layers on CPUs without native bf16: vLLM's own CPU default
-    results |= run_vllm(replace(settings, dtype="bfloat16"), rows, limits, {"vllm_unguided_bf16": False})
-    results["hf_generate"] = run_hf(gen.model, settings, rows, limits, args.threads)
-    hf = results["hf_generate"]["tokens_per_s"]
+    if args.bf16:  # the engine before float32 torch linear layers on CPUs without native bf16: vLLM's CPU default
+        results |= run_vllm(replace(settings, dtype="bfloat16"), rows, limits, {"vllm_unguided_bf16": False})
+    results["hf_generate"] = run_hf(gen.model, settings, rows, limits, args.threads, args.hf_batch or len(rows))
     payload = {
         "machine": machine,
         "setup": {
             "model": gen.model,
             "prompts": len(rows),
+            "hf_batch": results["hf_generate"]["batch"],
             "max_tokens": int(rows[0]["max_tokens"]),
             "temperature": gen.temperature,
             "top_p": gen.top_p,
@@ -245,19 +280,7 @@ def main() -> int:
             "load_average_1m_end": os.getloadavg()[0],
         },
         "results": results,
-        "ratios": {
-            "tokens_per_s_vllm_unguided_vs_hf": results["vllm_unguided"]["tokens_per_s"] / hf,
-            "tokens_per_s_vllm_guided_vs_hf": results["vllm_guided"]["tokens_per_s"] / hf,
-            "tokens_per_s_vllm_unguided_bf16_vs_hf": results["vllm_unguided_bf16"]["tokens_per_s"] / hf,
-            "tokens_per_s_vllm_unguided_vs_bf16": results["vllm_unguided"]["tokens_per_s"]
-            / results["vllm_unguided_bf16"]["tokens_per_s"],
-            "schema_valid_rate_guided": results["vllm_guided"]["schema_valid_rate"],
-            "schema_valid_rate_unguided": results["vllm_unguided"]["schema_valid_rate"],
-            "schema_valid_rate_guided_finished": results["vllm_guided"]["schema_valid_rate_finished"],
-            "truncated_rate_guided": results["vllm_guided"]["truncated_rate"],
-            "valid_rate_guided": results["vllm_guided"]["valid_rate"],
-            "valid_rate_unguided": results["vllm_unguided"]["valid_rate"],
-        },
+        "ratios": ratios(results),
         "goals": {"tokens_per_s_vllm_unguided_vs_hf": ">= 5", "schema_valid_rate_guided": ">= 0.99"},
     }
     path = write_result("synth", payload)

@@ -122,10 +122,16 @@ def _torch_linear(enabled: bool) -> Iterator[None]:
 
 def build_engine(settings: EngineSettings) -> Any:
     """A `vllm.LLM` for the settings' model (a `bundled:` name or a checkpoint folder)."""
+    import torch
     from vllm import LLM
+
+    from embedforge.synth.top_p import install_cpu_top_p
 
     in_process = runs_in_process(settings)
     dtype, torch_linear = engine_precision(settings)
+    on_gpu = torch.cuda.is_available()
+    if in_process and not on_gpu:
+        install_cpu_top_p()  # vLLM samples in this process only when the engine runs here
     started = time.time()
     with _multiprocessing_env(in_process), _torch_linear(torch_linear):
         llm = LLM(
@@ -141,6 +147,7 @@ def build_engine(settings: EngineSettings) -> Any:
             structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
             seed=settings.seed,
             distributed_executor_backend="uni" if in_process else None,
+            **_whole_prefills(on_gpu),
         )
     log.info(
         "vLLM engine for %s ready in %.1fs (%s, %s%s)",
@@ -151,6 +158,18 @@ def build_engine(settings: EngineSettings) -> Any:
         ", torch linear layers" if torch_linear else "",
     )
     return llm
+
+
+def _whole_prefills(on_gpu: bool) -> dict[str, Any]:
+    """Scheduler settings that never split a prompt's prefill over steps, on CPU.
+
+    vLLM 0.32 rewinds a seeded request's random generator after each step that ends inside its prefill, and a CPU
+    generator cannot rewind ("CPU Generator does not use offset"); every prompt here is seeded (`row_seed`). With
+    more prompt tokens in flight than one step's budget (4,096 on CPU; 64 step-2 prompts were more), a CPU engine
+    failed in its first steps. Without chunked prefill a prompt waits for a step with room for all of it, and vLLM
+    raises the budget to at least `max_model_len`. GPUs keep chunked prefill.
+    """
+    return {} if on_gpu else {"enable_chunked_prefill": False}
 
 
 @contextmanager

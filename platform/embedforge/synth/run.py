@@ -65,13 +65,14 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
     ctx = ray.data.DataContext.get_current()
     previous_order = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True  # shards finish in order: deduplication is reproducible
-    blocks = max(1, -(-len(rows) // gen.batch_size))
+    per_call = gen.batch_size or gen.max_num_seqs
+    blocks = max(1, -(-len(rows) // per_call))
     ds = ray.data.from_items(rows, override_num_blocks=blocks)
     gpus = gen.num_gpus_per_engine * gen.tensor_parallel_size
     ds = ds.map_batches(
         SynthWorker,
         fn_constructor_kwargs={"engine": engine, "judge": judge_settings, "limits": limits_of(config.synth)},
-        batch_size=gen.batch_size,
+        batch_size=per_call,
         compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
         num_cpus=gen.cpus_per_engine,
         **({"num_gpus": gpus} if gpus > 0 else {}),

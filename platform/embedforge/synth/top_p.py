@@ -1,0 +1,73 @@
+"""Nucleus (top-p) filtering without sorting the vocabulary, for vLLM engines on CPU.
+
+Top-p sampling (Holtzman et al., the sampler NV-Embed's generator runs with, recipe section 6) keeps the most
+probable tokens whose probabilities reach p. vLLM 0.32 finds them on CPU by sorting every row's whole vocabulary
+each step: for 64 sequences of SmolLM2 (49,152 tokens) the sort took 149 ms, a fifth of a decoding step
+(docs/results.md). The tokens that top-p keeps are almost always among the few hundred most probable, which
+`torch.topk` finds in 8 ms. Only a row whose nucleus is wider than that falls back to vLLM's own sort.
+
+The kept set is vLLM's: sorted from most to least probable, a token is kept when the probability of the tokens
+before it is below p (the first token always). The sampled token then comes from vLLM's own sampler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+HEAD = 256
+Filter = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor | None], torch.Tensor]
+
+
+def top_p_filter(logits: torch.Tensor, p: torch.Tensor, fallback: Filter, head: int = HEAD) -> torch.Tensor:
+    """Set every logit outside its row's nucleus to -inf, in place, and return the logits.
+
+    Rows with p = 1 are left as they are; rows whose nucleus holds more than `head` tokens go through
+    `fallback(rows, None, p)` (vLLM's full sort)."""
+    p = p.to(torch.float32)
+    probs = logits.softmax(dim=-1, dtype=torch.float32)
+    top, _ = probs.topk(min(head, probs.shape[-1]), dim=-1)
+    # summed in float64 against the float32 softmax's own total (1 + 5e-6 over 49,152 tokens), so a token just
+    # at the edge of the nucleus falls on the same side as in vLLM's sort
+    head_probs = top.to(torch.float64)
+    before = head_probs.cumsum(dim=-1) - head_probs  # probability of the more probable tokens, per rank
+    total = probs.sum(dim=-1, dtype=torch.float64)
+    kept = before < (p.to(torch.float64) * total).unsqueeze(1)
+    kept[:, 0] = True
+    filtered = p < 1  # a row with p = 1 keeps every token
+    wide = filtered & kept[:, -1] & (top.shape[-1] < probs.shape[-1])
+    smallest_kept = top.gather(1, kept.sum(dim=1, keepdim=True) - 1)
+    logits.masked_fill_((probs < smallest_kept) & (filtered & ~wide).unsqueeze(1), -float("inf"))
+    if bool(wide.any()):
+        rows = wide.nonzero().squeeze(1)
+        logits[rows] = fallback(logits[rows], None, p[rows])
+    return logits
+
+
+def install_cpu_top_p() -> bool:
+    """Route vLLM's CPU sampler's top-p through `top_p_filter` in this process; top-k requests keep vLLM's path.
+
+    Returns whether it is installed. A vLLM without the hook (another version) keeps its own sort, with a warning.
+    """
+    from vllm.v1.sample.ops import topk_topp_sampler as sampler
+
+    current = getattr(sampler, "apply_top_k_top_p", None)
+    if current is None:
+        log.warning("this vLLM has no `apply_top_k_top_p`: top-p sampling keeps vLLM's full-vocabulary sort")
+        return False
+    if getattr(current, "embedforge_top_p", False):
+        return True
+    original: Filter = current
+
+    def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
+        if k is not None or p is None or logits.is_cuda:
+            return original(logits, k, p)
+        return top_p_filter(logits, p, original)
+
+    apply_top_k_top_p.embedforge_top_p = True  # type: ignore[attr-defined]
+    sampler.apply_top_k_top_p = apply_top_k_top_p
+    return True
