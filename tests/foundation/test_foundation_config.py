@@ -144,3 +144,11 @@ def test_config_check_exit_codes(tmp_path):
     assert failed.returncode == 1
     assert "model.pooling" in failed.stderr and "'max'" in failed.stderr
     assert _cli("config", "check", str(tmp_path / "nope.yaml")).returncode == 1
+
+
+def test_generator_fills_its_engine_unless_told_otherwise():
+    """Each engine actor gets `max_num_seqs` prompts per call by default, so a call can fill the running batch."""
+    data = _set(_tiny(), "synth.generator.max_num_seqs", 48)
+    del data["synth"]["generator"]["batch_size"]  # tiny.yaml sets it
+    assert config_from_dict(data).synth.generator.prompts_per_call == 48
+    assert config_from_dict(_set(data, "synth.generator.batch_size", 8)).synth.generator.prompts_per_call == 8

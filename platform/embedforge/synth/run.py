@@ -65,14 +65,13 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
     ctx = ray.data.DataContext.get_current()
     previous_order = ctx.execution_options.preserve_order
     ctx.execution_options.preserve_order = True  # shards finish in order: deduplication is reproducible
-    per_call = gen.batch_size or gen.max_num_seqs
-    blocks = max(1, -(-len(rows) // per_call))
+    blocks = max(1, -(-len(rows) // gen.prompts_per_call))
     ds = ray.data.from_items(rows, override_num_blocks=blocks)
     gpus = gen.num_gpus_per_engine * gen.tensor_parallel_size
     ds = ds.map_batches(
         SynthWorker,
         fn_constructor_kwargs={"engine": engine, "judge": judge_settings, "limits": limits_of(config.synth)},
-        batch_size=per_call,
+        batch_size=gen.prompts_per_call,
         compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
         num_cpus=gen.cpus_per_engine,
         **({"num_gpus": gpus} if gpus > 0 else {}),
