@@ -172,6 +172,7 @@ def run_hf(
                 do_sample=True,
                 temperature=settings.temperature,
                 top_p=settings.top_p,
+                repetition_penalty=settings.repetition_penalty,
                 max_new_tokens=int(rows[0]["max_tokens"]),
                 pad_token_id=tok.pad_token_id,
             )
@@ -274,6 +275,7 @@ def main() -> int:
             "max_tokens": int(rows[0]["max_tokens"]),
             "temperature": gen.temperature,
             "top_p": gen.top_p,
+            "repetition_penalty": gen.repetition_penalty,
             "config": str(args.config),
             "vllm_dtype": engine_precision(settings)[0],
             "hf_dtype": "float32",

@@ -37,7 +37,15 @@ def test_profiles_give_valid_ray_deployment_options(profile):
     assert scaling.max_replicas == serve_config.autoscaling.max_replicas
     assert scaling.target_ongoing_requests == serve_config.autoscaling.target_ongoing_requests
     assert options["max_queued_requests"] == serve_config.max_queued_requests
-    assert options["ray_actor_options"] == {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus}
+    actor = options["ray_actor_options"]
+    assert (actor["num_cpus"], actor["num_gpus"]) == (serve_config.num_cpus, serve_config.num_gpus)
+    assert actor["runtime_env"] == {"env_vars": {"OMP_WAIT_POLICY": "PASSIVE"}}
+
+
+def test_omp_wait_policy_can_be_left_to_openmp():
+    assert "runtime_env" not in deployment_options(ServeConfig(omp_wait_policy=None))["ray_actor_options"]
+    with pytest.raises(ValueError, match="omp_wait_policy"):
+        ServeConfig(omp_wait_policy="SPIN")
 
 
 def test_serve_config_yaml_is_valid_and_builds(monkeypatch):

@@ -47,6 +47,14 @@ class GeneratorConfig(Section):
     cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
+    repetition_penalty: float = Field(
+        1.0,
+        ge=1.0,
+        le=2.0,
+        description="divides the logits of tokens already in the prompt or output (1: off); small generators loop "
+        "without it until the token budget cuts their JSON (1.1 finished 64 of 64 guided SmolLM2 outputs, 1.0 58; "
+        "docs/results.md). The judge always decodes unpenalised",
+    )
     max_tokens: PositiveInt = 1024
     seed: int = 0
     batch_size: PositiveInt | None = Field(

@@ -2,7 +2,8 @@
 
 Instructions: if the folder was exported by embedforge (it holds `embedforge_instructions.json`), queries (and
 documents of symmetric tasks) get the same instruction prefix embedforge uses, passed as the ST `prompt` so it is
-excluded from pooling. Other models were not trained with instructions, so texts are encoded bare.
+excluded from pooling. Other models were not trained with instructions, so texts are encoded bare, and BERT-family
+ones (all-MiniLM-L6-v2) without their padding tokens (`unpadded.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from embedforge.config.model import InstructionConfig
 from embedforge.model.instructions import render_prefix
+from embedforge.model.unpadded import UnpaddedBert
 
 INSTRUCTIONS_FILE = "embedforge_instructions.json"
 
@@ -29,6 +31,7 @@ class SentenceTransformerEncoder:
         self.name = name or path.name
         spec = path / INSTRUCTIONS_FILE
         self.instructions = InstructionConfig.model_validate_json(spec.read_text()) if spec.is_file() else None
+        self.unpadded = None if self.instructions else UnpaddedBert.of(self.model)
 
     @property
     def tokenizer(self):
@@ -40,6 +43,8 @@ class SentenceTransformerEncoder:
         return int(self.model.get_embedding_dimension())
 
     def _encode(self, texts: Sequence[str], prompt: str | None, batch_size: int, kind: str) -> np.ndarray:
+        if self.unpadded is not None and prompt is None:
+            return self.unpadded.encode(texts, batch_size)
         # embedforge exports cut queries and documents at their own maximum lengths, which ST picks by `task`
         extra = {"task": kind} if self.instructions else {}
         out = self.model.encode(

@@ -6,8 +6,9 @@ autoscaling policy (min/max replicas, target ongoing requests per replica, upsca
 
 Throughput: Ray Serve's documented throughput mode is a cluster environment setting, not a deployment option.
 Export `RAY_SERVE_THROUGHPUT_OPTIMIZED=1 RAY_SERVE_ENABLE_DIRECT_INGRESS=0` where Ray starts (before `ray start`,
-in the RayService pods' env) to keep the HTTP proxy but run user code and the router on the main event loop with
-gRPC to replicas; benchmarks/serve.py measures both settings.
+in the RayService pods' env) to keep the HTTP proxy but run user code and the router on the main event loop;
+benchmarks/serve.py measures it. Replicas get `OMP_WAIT_POLICY` (`serve.omp_wait_policy`) in their runtime env, as
+OpenMP reads it once, when torch loads.
 """
 
 from __future__ import annotations
@@ -59,12 +60,20 @@ def logging_config(serve_config: ServeConfig) -> dict[str, Any]:
     return {"enable_access_log": serve_config.access_log, "log_level": "INFO" if serve_config.access_log else "WARNING"}
 
 
+def actor_options(serve_config: ServeConfig) -> dict[str, Any]:
+    """Replica resources, and the OpenMP wait policy in the replica's environment (read when torch loads)."""
+    options: dict[str, Any] = {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus}
+    if serve_config.omp_wait_policy is not None:
+        options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": serve_config.omp_wait_policy}}
+    return options
+
+
 def deployment_options(serve_config: ServeConfig) -> dict[str, Any]:
     scaling = serve_config.autoscaling
     return {
         "name": serve_config.name,
         "logging_config": logging_config(serve_config),
-        "ray_actor_options": {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus},
+        "ray_actor_options": actor_options(serve_config),
         "max_ongoing_requests": serve_config.max_ongoing_requests,
         "max_queued_requests": serve_config.max_queued_requests,
         "autoscaling_config": {

@@ -38,6 +38,7 @@ class EngineSettings:
     dtype: str = "auto"
     temperature: float = 0.8
     top_p: float = 0.95
+    repetition_penalty: float = 1.0
     seed: int = 0
     guided: bool = True
 
@@ -125,6 +126,7 @@ def build_engine(settings: EngineSettings) -> Any:
     import torch
     from vllm import LLM
 
+    from embedforge.synth.penalties import install_cpu_penalties
     from embedforge.synth.top_p import install_cpu_top_p
 
     in_process = runs_in_process(settings)
@@ -132,6 +134,7 @@ def build_engine(settings: EngineSettings) -> Any:
     on_gpu = torch.cuda.is_available()
     if in_process and not on_gpu:
         install_cpu_top_p()  # vLLM samples in this process only when the engine runs here
+        install_cpu_penalties()
     started = time.time()
     with _multiprocessing_env(in_process), _torch_linear(torch_linear):
         llm = LLM(
@@ -201,7 +204,6 @@ def generate(
     schemas: list[dict[str, Any] | None],
     max_tokens: list[int],
     keys: list[str],
-    temperature: float | None = None,
 ) -> list[Generation]:
     """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt."""
     from vllm import SamplingParams
@@ -214,8 +216,9 @@ def generate(
         guided = StructuredOutputsParams(json=json.dumps(schema)) if schema is not None and settings.guided else None
         params.append(
             SamplingParams(
-                temperature=settings.temperature if temperature is None else temperature,
+                temperature=settings.temperature,
                 top_p=settings.top_p,
+                repetition_penalty=settings.repetition_penalty,
                 max_tokens=int(budget),
                 seed=row_seed(settings.seed, key),
                 structured_outputs=guided,

@@ -62,7 +62,9 @@ class SynthWorker:
         self.limits = limits
         self.llm = build_engine(engine)
         same = judge.model is None or judge.model == engine.model
-        self.judge_settings = engine if same else replace(engine, model=judge.model)
+        # the judge decodes greedily and unpenalised: its rubric's own words and digits are what it should repeat
+        model = engine.model if same else judge.model
+        self.judge_settings = replace(engine, model=model, temperature=0.0, repetition_penalty=1.0)
         self.judge_llm = self.llm if same or not judge.enabled else build_engine(self.judge_settings)
         self._started = time.time()
         self._prompts = 0
@@ -143,7 +145,6 @@ class SynthWorker:
             [schema] * len(todo),
             [self.judge.max_tokens] * len(todo),
             keys,
-            temperature=0.0,
         )
         for i, gen in zip(todo, verdicts, strict=True):
             out[i]["judge_tokens"] = gen.output_tokens

@@ -1,0 +1,113 @@
+"""BERT-family sentence-transformers models run on their real tokens only, padding left out.
+
+A batch of texts is padded to its longest text, and every linear layer, layer norm and activation then computes
+the padding too. For 12 random TREC DL passages (all-MiniLM-L6-v2's tokenizer, 28-199 tokens), only 59 % of the
+padded positions are real tokens; the linear layers are most of the forward pass on CPU. Here the token-wise
+layers run on the concatenated real tokens (a [tokens, hidden] matrix), and only attention sees the padded
+[batch, heads, length, head_dim] layout it needs, scattered in and gathered out for each layer. The model's own
+modules and weights compute every step (embeddings, query/key/value, output and feed-forward blocks), so the
+result is the padded model's up to float rounding; the pooling (mean or CLS over the real tokens) is ST's.
+
+Serving with one text per request is where padding hurts: the batch is whatever requests arrived together
+(docs/results.md, 2026-11-24). Models this does not cover (another architecture, a prompt, relative positions,
+max or weighted pooling) keep sentence-transformers' own `encode`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+POOLINGS = ("mean", "cls")
+
+
+class UnpaddedBert:
+    """Encodes texts with a sentence-transformers [Transformer(BertModel), Pooling(mean|cls), Normalize?] model."""
+
+    def __init__(self, st_model: Any) -> None:
+        self.st_model = st_model
+        self.bert = st_model[0].auto_model
+        self.pooling = st_model[1].pooling_mode
+        config = self.bert.config
+        self.hidden = config.hidden_size
+        self.heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        # query, key and value in one matrix product per layer (the same weights, stacked once here)
+        with torch.no_grad():
+            self.qkv = [
+                (
+                    torch.cat([a.query.weight, a.key.weight, a.value.weight]),
+                    torch.cat([a.query.bias, a.key.bias, a.value.bias]),
+                )
+                for a in (layer.attention.self for layer in self.bert.encoder.layer)
+            ]
+
+    @classmethod
+    def of(cls, st_model: Any) -> UnpaddedBert | None:
+        """The unpadded runner for the model, or None when the model is not one it reproduces exactly."""
+        modules = [type(m).__name__ for m in st_model]
+        if modules not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        if getattr(st_model[1], "pooling_mode", None) not in POOLINGS:
+            return None
+        bert = getattr(st_model[0], "auto_model", None)
+        config = getattr(bert, "config", None)
+        if config is None or config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
+            return None
+        if getattr(config, "position_embedding_type", "absolute") != "absolute" or config.chunk_size_feed_forward:
+            return None
+        return cls(st_model)
+
+    def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """L2-normalised embeddings, in the texts' order; batches of `batch_size` texts of similar length."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.bert.config.hidden_size), dtype=np.float32)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                features = self.st_model.preprocess([texts[i] for i in chunk])
+                ids, mask = features["input_ids"], features["attention_mask"]
+                out[chunk] = self.embed(ids, mask, features.get("token_type_ids"))
+        return out
+
+    def embed(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> np.ndarray:
+        """Pooled, L2-normalised embeddings of a padded batch (as the tokenizer returns it), computed unpadded."""
+        device = self.bert.device
+        batch, length = input_ids.shape
+        real = attention_mask.to(device).flatten().bool()
+        rows = real.nonzero().squeeze(1)  # where each real token sits in the padded [batch * length] layout
+        positions = torch.arange(length, device=device).repeat(batch)[rows]
+        types = torch.zeros_like(positions) if token_type_ids is None else token_type_ids.to(device).flatten()[rows]
+        hidden = self.bert.embeddings(
+            input_ids=input_ids.to(device).flatten()[rows].unsqueeze(0),
+            position_ids=positions.unsqueeze(0),
+            token_type_ids=types.unsqueeze(0),
+        ).squeeze(0)
+        key_mask = attention_mask.to(device).bool().view(batch, 1, 1, length)
+        # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
+        # every layer, which overwrites the real tokens' rows only
+        padded = hidden.new_zeros(batch * length, 3 * self.hidden)
+        for layer, (weight, bias) in zip(self.bert.encoder.layer, self.qkv, strict=True):
+            padded[rows] = F.linear(hidden, weight, bias)
+            query, key, value = padded.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            context = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=key_mask, scale=layer.attention.self.scaling
+            )
+            context = context.transpose(1, 2).reshape(batch * length, self.hidden)[rows]
+            hidden = layer.attention.output(context, hidden)
+            hidden = layer.output(layer.intermediate(hidden), hidden)
+        sequence = rows // length
+        if self.pooling == "cls":
+            firsts = torch.ones_like(sequence, dtype=torch.bool)
+            firsts[1:] = sequence[1:] != sequence[:-1]
+            pooled = hidden[firsts]
+        else:
+            sums = hidden.new_zeros(batch, hidden.shape[1]).index_add_(0, sequence, hidden)
+            pooled = sums / attention_mask.to(device).sum(dim=1, keepdim=True).clamp(min=1).to(hidden.dtype)
+        return F.normalize(pooled.float(), dim=-1).cpu().numpy()

@@ -1,0 +1,62 @@
+"""BERT-family sentence-transformers models encoded without padding give sentence-transformers' own embeddings,
+in the caller's order, and models the unpadded path does not reproduce keep sentence-transformers' encode."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedforge.model import load_encoder
+from embedforge.model.unpadded import UnpaddedBert
+
+TEXTS = [
+    "short",
+    "a cat sat on the mat while the dog slept by the door",
+    "stock markets fell sharply on tuesday after the central bank raised interest rates again " * 3,
+    "ünïcödé text, with punctuation!?",
+    "the longest one: " + "tokens beyond the model's 256-token limit are cut, as sentence-transformers cuts them " * 30,
+    "two words",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir):
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(minilm_dir), device="cpu")
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 16])
+def test_mean_pooling_matches_sentence_transformers(minilm, batch_size):
+    ours = UnpaddedBert.of(minilm).encode(TEXTS, batch_size)
+    theirs = minilm.encode(TEXTS, batch_size=batch_size, normalize_embeddings=True)
+    assert ours.shape == (len(TEXTS), 384) and ours.dtype == np.float32
+    np.testing.assert_allclose(ours, theirs, atol=2e-6)
+    # and not by accident: each text has its own vector, in the caller's order
+    assert np.all((ours @ theirs.T).argmax(axis=1) == np.arange(len(TEXTS)))
+
+
+def test_cls_pooling_matches_sentence_transformers(minilm):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    cls_model = SentenceTransformer(modules=[minilm[0], Pooling(384, pooling_mode="cls")], device="cpu")
+    ours = UnpaddedBert.of(cls_model).encode(TEXTS, 4)
+    theirs = cls_model.encode(TEXTS, batch_size=4, normalize_embeddings=True)
+    np.testing.assert_allclose(ours, theirs, atol=2e-6)
+    mean = UnpaddedBert.of(minilm).encode(TEXTS, 4)
+    assert not np.allclose(ours, mean, atol=1e-3)  # the pooling really differs
+
+
+def test_models_it_does_not_reproduce_keep_sentence_transformers(minilm, tmp_path, tiny_model_dir):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    max_pooled = SentenceTransformer(modules=[minilm[0], Pooling(384, pooling_mode="max")], device="cpu")
+    assert UnpaddedBert.of(max_pooled) is None
+    assert load_encoder("bundled:all-minilm-l6-v2").unpadded is not None
+    # an embedforge export (a decoder, with its instructions) is encoded by sentence-transformers
+    from embedforge.model import load_embedder
+
+    load_embedder(tiny_model_dir).export(tmp_path / "st", format="sentence_transformers")
+    assert load_encoder(tmp_path / "st").unpadded is None
