@@ -48,23 +48,17 @@ def test_same_logits_as_vllm() -> None:
     assert (ours[3][changed[3] & ~positive] < logits[3][changed[3] & ~positive]).all()
 
 
-def test_installs_once_and_leaves_other_penalties_to_vllm(monkeypatch) -> None:
-    original = sampler.apply_all_penalties
-    monkeypatch.setattr(sampler, "apply_all_penalties", original)  # put back after the test
-    assert install_cpu_penalties() and install_cpu_penalties()
-    installed = sampler.apply_all_penalties
-    assert installed is not original and installed.embedforge_penalties
-    install_cpu_penalties()
-    assert sampler.apply_all_penalties is installed  # not wrapped twice
+def test_installed_penalties_leave_frequency_and_presence_to_vllm(installed) -> None:
+    _, ours = installed(sampler, "apply_all_penalties", install_cpu_penalties)
 
     logits, prompt, outputs, penalty = _case()
     zeros = torch.zeros(logits.shape[0])
     frequency = torch.full((logits.shape[0],), 0.5)
     assert torch.equal(
-        installed(logits.clone(), prompt, zeros, frequency, penalty, outputs),
+        ours(logits.clone(), prompt, zeros, frequency, penalty, outputs),
         vllm_penalties(logits.clone(), prompt, outputs, penalty, frequency=frequency),
     )
     assert torch.equal(
-        installed(logits.clone(), prompt, zeros, zeros, penalty, outputs),
+        ours(logits.clone(), prompt, zeros, zeros, penalty, outputs),
         vllm_penalties(logits.clone(), prompt, outputs, penalty),
     )

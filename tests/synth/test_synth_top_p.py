@@ -58,17 +58,11 @@ def test_keeps_finite_logits_unchanged() -> None:
     assert torch.equal(ours[kept], logits[kept])
 
 
-def test_installs_once_and_leaves_top_k_to_vllm(monkeypatch) -> None:
-    original = sampler.apply_top_k_top_p
-    monkeypatch.setattr(sampler, "apply_top_k_top_p", original)  # put back after the test
-    assert install_cpu_top_p() and install_cpu_top_p()
-    installed = sampler.apply_top_k_top_p
-    assert installed is not original and installed.embedforge_top_p
-    install_cpu_top_p()
-    assert sampler.apply_top_k_top_p is installed  # not wrapped twice
+def test_installed_filter_leaves_top_k_to_vllm(installed) -> None:
+    original, ours = installed(sampler, "apply_top_k_top_p", install_cpu_top_p)
 
     logits = _logits(rows=8, vocab=1_000)
     k, p = torch.full((8,), 5), torch.full((8,), 0.9)
-    assert torch.equal(installed(logits.clone(), k, p), original(logits.clone(), k, p))
-    assert torch.equal(_kept(installed(logits.clone(), None, p)), _kept(vllm_sort(logits.clone(), None, p)))
-    assert torch.equal(installed(logits.clone(), None, None), logits)
+    assert torch.equal(ours(logits.clone(), k, p), original(logits.clone(), k, p))
+    assert torch.equal(_kept(ours(logits.clone(), None, p)), _kept(vllm_sort(logits.clone(), None, p)))
+    assert torch.equal(ours(logits.clone(), None, None), logits)

@@ -15,12 +15,11 @@ presence penalties keep vLLM's own path.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import torch
 
-log = logging.getLogger(__name__)
+from embedforge.synth.vllm_patch import replace_function
 
 Penalties = Callable[
     [torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[list[int]]], torch.Tensor
@@ -51,37 +50,29 @@ def penalize_seen(
 
 def install_cpu_penalties() -> bool:
     """Route vLLM's sampler's penalties through `penalize_seen` in this process when only the repetition penalty
-    is set; other penalties and GPUs keep vLLM's path. Returns whether it is installed (another vLLM without the
-    hook keeps its own, with a warning)."""
+    is set; other penalties and GPUs keep vLLM's path. Returns whether it is installed."""
     from vllm.v1.sample import sampler
 
-    current = getattr(sampler, "apply_all_penalties", None)
-    if current is None:
-        log.warning("this vLLM has no `apply_all_penalties`: penalties keep vLLM's full-vocabulary path")
-        return False
-    if getattr(current, "embedforge_penalties", False):
-        return True
-    original: Penalties = current
+    def wrap(original: Penalties) -> Penalties:
+        def apply_all_penalties(
+            logits: torch.Tensor,
+            prompt_token_ids: torch.Tensor,
+            presence_penalties: torch.Tensor,
+            frequency_penalties: torch.Tensor,
+            repetition_penalties: torch.Tensor,
+            output_token_ids: list[list[int]],
+        ) -> torch.Tensor:
+            if logits.is_cuda or bool(presence_penalties.any()) or bool(frequency_penalties.any()):
+                return original(
+                    logits,
+                    prompt_token_ids,
+                    presence_penalties,
+                    frequency_penalties,
+                    repetition_penalties,
+                    output_token_ids,
+                )
+            return penalize_seen(logits, prompt_token_ids, output_token_ids, repetition_penalties)
 
-    def apply_all_penalties(
-        logits: torch.Tensor,
-        prompt_token_ids: torch.Tensor,
-        presence_penalties: torch.Tensor,
-        frequency_penalties: torch.Tensor,
-        repetition_penalties: torch.Tensor,
-        output_token_ids: list[list[int]],
-    ) -> torch.Tensor:
-        if logits.is_cuda or bool(presence_penalties.any()) or bool(frequency_penalties.any()):
-            return original(
-                logits,
-                prompt_token_ids,
-                presence_penalties,
-                frequency_penalties,
-                repetition_penalties,
-                output_token_ids,
-            )
-        return penalize_seen(logits, prompt_token_ids, output_token_ids, repetition_penalties)
+        return apply_all_penalties
 
-    apply_all_penalties.embedforge_penalties = True  # type: ignore[attr-defined]
-    sampler.apply_all_penalties = apply_all_penalties
-    return True
+    return replace_function(sampler, "apply_all_penalties", wrap, "penalties keep vLLM's full-vocabulary path")

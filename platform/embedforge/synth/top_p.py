@@ -12,12 +12,11 @@ before it is below p (the first token always). The sampled token then comes from
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import torch
 
-log = logging.getLogger(__name__)
+from embedforge.synth.vllm_patch import replace_function
 
 HEAD = 256
 Filter = Callable[[torch.Tensor, torch.Tensor | None, torch.Tensor | None], torch.Tensor]
@@ -49,24 +48,15 @@ def top_p_filter(logits: torch.Tensor, p: torch.Tensor, fallback: Filter, head: 
 
 def install_cpu_top_p() -> bool:
     """Route vLLM's CPU sampler's top-p through `top_p_filter` in this process; top-k requests keep vLLM's path.
-
-    Returns whether it is installed. A vLLM without the hook (another version) keeps its own sort, with a warning.
-    """
+    Returns whether it is installed."""
     from vllm.v1.sample.ops import topk_topp_sampler as sampler
 
-    current = getattr(sampler, "apply_top_k_top_p", None)
-    if current is None:
-        log.warning("this vLLM has no `apply_top_k_top_p`: top-p sampling keeps vLLM's full-vocabulary sort")
-        return False
-    if getattr(current, "embedforge_top_p", False):
-        return True
-    original: Filter = current
+    def wrap(original: Filter) -> Filter:
+        def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
+            if k is not None or p is None or logits.is_cuda:
+                return original(logits, k, p)
+            return top_p_filter(logits, p, original)
 
-    def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
-        if k is not None or p is None or logits.is_cuda:
-            return original(logits, k, p)
-        return top_p_filter(logits, p, original)
+        return apply_top_k_top_p
 
-    apply_top_k_top_p.embedforge_top_p = True  # type: ignore[attr-defined]
-    sampler.apply_top_k_top_p = apply_top_k_top_p
-    return True
+    return replace_function(sampler, "apply_top_k_top_p", wrap, "top-p sampling keeps vLLM's full-vocabulary sort")
