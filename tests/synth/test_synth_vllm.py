@@ -146,31 +146,39 @@ def test_cpu_engine_without_native_bf16_runs_float32_torch_linear_layers(ray_clu
 def test_cpu_engine_takes_more_seeded_prompt_tokens_than_one_step_holds(ray_cluster, models) -> None:
     """Seeded prompts whose prefill does not fit one scheduler step (4,096 tokens on CPU) all complete: a split
     prefill made vLLM 0.32 rewind a CPU random generator, which fails ("CPU Generator does not use offset").
-    The engine samples with top-p (the settings' default 0.95) through the sort-free filter."""
+    The engine samples with top-p (the settings' default 0.95) through the sort-free filter and applies its
+    repetition penalty through embedforge's seen-token path."""
     import torch
 
     from embedforge.synth.engine import EngineSettings
 
     @ray_cluster.remote(num_cpus=1)
     def generate_long() -> tuple[int, int, list[int], bool]:
+        from vllm.v1.sample import sampler
         from vllm.v1.sample.ops import topk_topp_sampler
 
         from embedforge.synth.engine import build_engine, generate
+        from embedforge.synth.vllm_patch import MARK
 
         settings = EngineSettings(
-            model="bundled:tiny-llama-vllm", max_num_seqs=16, max_model_len=1024, kv_cache_gb=0.2, enforce_eager=True
+            model="bundled:tiny-llama-vllm",
+            max_num_seqs=16,
+            max_model_len=1024,
+            kv_cache_gb=0.2,
+            enforce_eager=True,
+            repetition_penalty=1.1,
         )
         llm = build_engine(settings)
         # distinct from their first token: a shared prefix would come from vLLM's prefix cache, not be prefilled
         prompts = [f"{i}: " + " ".join(f"{topic} fact {j}." for j in range(70)) for i, topic in enumerate(TOPICS * 2)]
         gens = generate(llm, settings, prompts, [None] * len(prompts), [4] * len(prompts), prompts)
         budget = llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
-        top_p_without_sort = getattr(topk_topp_sampler.apply_top_k_top_p, "embedforge_top_p", False)
-        return sum(g.prompt_tokens for g in gens), budget, [g.output_tokens for g in gens], top_p_without_sort
+        ours = all(getattr(f, MARK, False) for f in (topk_topp_sampler.apply_top_k_top_p, sampler.apply_all_penalties))
+        return sum(g.prompt_tokens for g in gens), budget, [g.output_tokens for g in gens], ours
 
     if torch.cuda.is_available():
         pytest.skip("CPU engines only: a GPU engine keeps chunked prefill, and CUDA generators rewind")
-    prompt_tokens, budget, outputs, top_p_without_sort = ray_cluster.get(generate_long.remote(), timeout=600)
+    prompt_tokens, budget, outputs, embedforge_sampling = ray_cluster.get(generate_long.remote(), timeout=600)
     assert prompt_tokens > budget  # the prompts cannot all be prefilled in one step
     assert len(outputs) == 2 * len(TOPICS) and all(n > 0 for n in outputs)
-    assert top_p_without_sort  # the in-process CPU engine samples top-p through embedforge.synth.top_p
+    assert embedforge_sampling  # the in-process CPU engine samples through embedforge.synth.top_p and .penalties
