@@ -116,6 +116,16 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
     again = run_train(config, tmp_path)  # complete for this config: skipped
     assert again["finished_at"] == manifest["finished_at"] and time.time() - started < 30
 
+    # a run stopped after its last checkpoint (the manifest never said complete) is started again: it resumes
+    # from the newest stored checkpoint (Ray Train 2 refuses `resume_from_checkpoint`; the workers find it)
+    from embedforge.runs.stage import MANIFEST
+
+    (out / MANIFEST).write_text(json.dumps({**manifest, "status": "running"}))
+    rerun = run_train(config, tmp_path)
+    assert rerun["status"] == "complete" and rerun["counts"]["steps"] == sum(STEPS)
+    attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
+    assert len(attempts) == 3 and attempts[2]["resumed_from"] == sum(STEPS)
+
 
 def test_a_batch_plan_that_cannot_be_filled_fails_before_any_worker_starts(tiny_config, tmp_path, shared_data):
     """6 STS-B examples without mined negatives have 5 other positives for an example's 6 negatives, even in a batch

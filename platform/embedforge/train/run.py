@@ -49,12 +49,10 @@ def _inputs(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Path]:
     return inputs
 
 
-def make_trainer(
-    config: EmbedforgeConfig, out_dir: Path, config_hash: str, examples: dict, resume: Path | None = None
-) -> Any:
+def make_trainer(config: EmbedforgeConfig, out_dir: Path, config_hash: str, examples: dict) -> Any:
     """The `TorchTrainer` for `config`, writing checkpoints and metrics under `out_dir`."""
     import ray.data
-    from ray.train import Checkpoint, CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     train = config.train
@@ -84,7 +82,6 @@ def make_trainer(
         ),
         datasets={EXAMPLES: dataset},
         dataset_config=DataConfig(datasets_to_split=[]),
-        resume_from_checkpoint=Checkpoint.from_directory(str(resume)) if resume else None,
     )
 
 
@@ -138,9 +135,9 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     _clear_stale(stage.dir, digest)
     stage.start()
     resume = latest_checkpoint(stage.dir / RAY_DIR, digest)
-    if resume is not None:
+    if resume is not None:  # the workers load it (worker._restore): Ray Train 2 has no resume_from_checkpoint
         log.info("train: resuming from %s", resume)
-    trainer = make_trainer(config, stage.dir, digest, examples, resume)
+    trainer = make_trainer(config, stage.dir, digest, examples)
     result = trainer.fit()
     stage.time("fit", trainer_seconds(stage.dir))
     if result.checkpoint is None:
