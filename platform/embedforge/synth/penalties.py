@@ -33,11 +33,10 @@ def penalize_seen(
 
     `prompt_ids` is padded with the vocabulary size (vLLM's convention) and `output_ids` may hold -1 placeholders;
     both are skipped."""
-    rows, vocab = logits.shape
-    width = max((len(ids) for ids in output_ids), default=0)
-    outputs = torch.full((rows, width), vocab, dtype=torch.int64)
-    for i, ids in enumerate(output_ids):
-        outputs[i, : len(ids)] = torch.tensor(ids, dtype=torch.int64)
+    from vllm.utils.torch_utils import make_tensor_with_pad  # how vLLM's own penalties pad the outputs
+
+    vocab = logits.shape[1]
+    outputs = make_tensor_with_pad(output_ids, pad=vocab, dtype=torch.int64, device=logits.device)
     seen = torch.cat([prompt_ids.to(torch.int64), outputs], dim=1)
     # padding and placeholders point at the row's first prompt token: scaling it twice writes the same value twice
     seen = torch.where((seen >= 0) & (seen < vocab), seen, seen[:, :1])
