@@ -3,7 +3,7 @@
 The same chat prompts (step-2 prompts of the real templates for fixed tasks, configs/local.yaml bounds) go
 through (1) the engine the synth stage's Ray Data actors use (`embedforge.synth.engine`, vLLM) with JSON-schema
 guided decoding, (2) the same engine without guidance, (3) with --bf16, an unguided engine in bf16, vLLM's own CPU
-choice and embedforge's before it ran float32 with torch linear layers on CPUs without native bf16, and (4)
+choice and embedforge's before it ran float32 on CPUs without native bf16, and (4)
 transformers `generate`, all prompts in one batch (or --hf-batch at a time), same model, same sampling and the
 same max-new-token budget. Reported: generated tokens/s of each (engine start-up excluded) and the share of outputs
 that are well-formed (schema level) and that pass every validator check. Goals: vLLM >= 5x the tokens/s of
@@ -35,7 +35,7 @@ from common import RESULTS, machine_info, write_result
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
 from embedforge.paths import resolve_model
-from embedforge.synth.engine import EngineSettings, build_engine, engine_precision, generate
+from embedforge.synth.engine import EngineSettings, build_engine, engine_dtype, generate
 from embedforge.synth.plan import example_rows, limits_of
 from embedforge.synth.validate import Rejected, extract_json, parse_example
 
@@ -136,7 +136,7 @@ def run_vllm(
             "tokens_per_s": tokens / seconds,
             **rates,
             "engine_start_s": round(start_s, 1),
-            "dtype": engine_precision(settings)[0],
+            "dtype": engine_dtype(settings),
         }
         log.info("%s: %d tokens in %.1fs = %.1f tokens/s, %s", name, tokens, seconds, tokens / seconds, rates)
     del llm
@@ -263,7 +263,7 @@ def main() -> int:
     limits = limits_of(config.synth)
     settings = EngineSettings.from_config(gen, max_num_seqs=max(gen.max_num_seqs, len(rows)))
     results = run_vllm(settings, rows, limits, {"vllm_guided": True, "vllm_unguided": False})
-    if args.bf16:  # the engine before float32 torch linear layers on CPUs without native bf16: vLLM's CPU default
+    if args.bf16:  # the engine before float32 on CPUs without native bf16: vLLM's CPU default
         results |= run_vllm(replace(settings, dtype="bfloat16"), rows, limits, {"vllm_unguided_bf16": False})
     results["hf_generate"] = run_hf(gen.model, settings, rows, limits, args.threads, args.hf_batch or len(rows))
     payload = {
@@ -277,7 +277,7 @@ def main() -> int:
             "top_p": gen.top_p,
             "repetition_penalty": gen.repetition_penalty,
             "config": str(args.config),
-            "vllm_dtype": engine_precision(settings)[0],
+            "vllm_dtype": engine_dtype(settings),
             "hf_dtype": "float32",
             "load_average_1m_end": os.getloadavg()[0],
         },

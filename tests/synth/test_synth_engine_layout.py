@@ -1,4 +1,4 @@
-"""Which process layout and linear kernels a vLLM engine gets; neither switch leaks into later engines (no vLLM run)."""
+"""Which process layout and dtype a vLLM engine gets; the layout switch stays inside one engine (no vLLM run)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ import torch
 from embedforge.synth.engine import (
     EngineSettings,
     _multiprocessing_env,
-    _torch_linear,
+    runs_float32,
     runs_in_process,
-    uses_torch_float32_linear,
 )
 
 VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
@@ -41,22 +40,11 @@ def test_in_process_switch_is_scoped_to_one_engine(monkeypatch, before):
     assert os.environ.get(VAR) == before
 
 
-def test_float32_torch_linear_only_for_in_process_cpu_engines_without_native_bf16():
-    auto = EngineSettings(model="m", in_process=True)
-    assert uses_torch_float32_linear(auto, on_gpu=False, native_bf16=False)
-    assert not uses_torch_float32_linear(auto, on_gpu=False, native_bf16=True)  # vLLM's bf16 kernels
-    assert not uses_torch_float32_linear(auto, on_gpu=True, native_bf16=False)
-    assert not uses_torch_float32_linear(replace(auto, in_process=False), on_gpu=False, native_bf16=False)
-    assert not uses_torch_float32_linear(replace(auto, dtype="bfloat16"), on_gpu=False, native_bf16=False)
-    assert uses_torch_float32_linear(replace(auto, dtype="float32"), on_gpu=False, native_bf16=False)
-    assert not uses_torch_float32_linear(replace(auto, dtype="float32"), on_gpu=False, native_bf16=True)
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_torch_linear_switch_is_scoped_to_one_engine(enabled):
-    import vllm._custom_ops as ops
-
-    before = ops._supports_onednn
-    with _torch_linear(enabled):
-        assert ops._supports_onednn is (False if enabled else before)
-    assert ops._supports_onednn is before
+def test_float32_only_for_cpu_engines_without_native_bf16():
+    auto = EngineSettings(model="m")
+    assert runs_float32(auto, on_gpu=False, native_bf16=False)
+    assert runs_float32(replace(auto, in_process=False), on_gpu=False, native_bf16=False)
+    assert not runs_float32(auto, on_gpu=False, native_bf16=True)  # vLLM's bf16 kernels
+    assert not runs_float32(auto, on_gpu=True, native_bf16=False)
+    assert not runs_float32(replace(auto, dtype="bfloat16"), on_gpu=False, native_bf16=False)
+    assert runs_float32(replace(auto, dtype="float32"), on_gpu=False, native_bf16=False)

@@ -1,12 +1,12 @@
 """Top-p without a full-vocabulary sort keeps exactly the tokens vLLM's own sort keeps, and goes back to that sort
-only for rows whose nucleus fills the head it looks at."""
+only for rows whose nucleus fills the largest head it looks at."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from embedforge.synth.top_p import HEAD, install_cpu_top_p, top_p_filter
+from embedforge.synth.top_p import HEADS, install_cpu_top_p, top_p_filter
 
 sampler = pytest.importorskip("vllm.v1.sample.ops.topk_topp_sampler", reason="needs vLLM")
 INF = float("inf")
@@ -46,9 +46,11 @@ def test_keeps_the_same_tokens_as_vllms_sort(top_p: float) -> None:
     assert torch.equal(_kept(ours), _kept(theirs))
     kept = _kept(ours).sum(dim=1)
     assert kept[6] == 1 and kept[3] == _kept(logits[3]).sum()  # one allowed token; p = 1 keeps all
-    wide = int((kept[p < 1] >= HEAD).sum())
-    assert sum(calls) == wide and wide > 0  # only rows whose nucleus fills the head were sorted
-    assert kept[0] < HEAD  # and the peaked rows were not
+    filtered = kept[p < 1]
+    wide = int((filtered >= HEADS[-1]).sum())
+    assert sum(calls) == wide and wide > 0  # only rows whose nucleus fills the largest head were sorted
+    assert int(((filtered >= HEADS[0]) & (filtered < HEADS[-1])).sum()) > 0  # some were settled by the second head
+    assert kept[0] < HEADS[0]  # and the peaked rows by the first
 
 
 def test_keeps_finite_logits_unchanged() -> None:

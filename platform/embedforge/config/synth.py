@@ -39,8 +39,9 @@ class GeneratorConfig(Section):
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto",
-        description="vLLM's dtype; auto: vLLM's choice, except float32 with torch's linear layers for an in-process "
-        "engine on a CPU without native bf16 (1.6x the tokens/s of bf16 on this AVX2 machine; docs/results.md)",
+        description="vLLM's dtype; auto: vLLM's choice, except float32 for an engine on a CPU without native bf16, "
+        "where vLLM's bf16 matmul falls back to a slow path (float32 decoded 2x faster on this AVX2 machine; "
+        "docs/results.md)",
     )
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)

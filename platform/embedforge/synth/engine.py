@@ -80,45 +80,25 @@ def native_bf16_cpu() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def uses_torch_float32_linear(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> bool:
-    """Whether the engine runs in float32 with torch's own linear layers: an in-process CPU engine whose dtype is
-    `auto` or `float32`, on a CPU without native bf16 such as this machine's AVX2 cores.
+def runs_float32(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> bool:
+    """Whether the engine loads float32 weights: a CPU engine whose dtype is `auto` or `float32`, on a CPU without
+    native bf16 such as this machine's AVX2 cores.
 
-    There vLLM cannot build its oneDNN bf16 matmul and falls back to torch's bf16 `linear`, which took 74 % of
-    each decoding step. Measured on the same 16 step-2 prompts (docs/results.md, 2026-11-23): bf16 38.3 tokens/s,
-    float32 through vLLM's oneDNN matmul 20.6, float32 through torch's `linear` (MKL) 62.3.
+    There vLLM cannot build its oneDNN bf16 matmul and falls back to torch's bf16 `linear`, which took 74 % of each
+    decoding step (docs/results.md, 2026-11-23: bf16 38.3 tokens/s against 62.3 in float32 on 16 prompts). In
+    float32 vLLM's own oneDNN matmul runs every linear layer; with vLLM 0.32 it decoded 1.13-1.35x faster than
+    torch's float32 `linear` (docs/results.md, 2026-11-24).
     """
-    if on_gpu or native_bf16 or not runs_in_process(settings):
+    if on_gpu or native_bf16:
         return False
     return settings.dtype in ("auto", "float32")
 
 
-def engine_precision(settings: EngineSettings) -> tuple[str, bool]:
-    """The dtype `build_engine` gives vLLM for these settings on this machine, and whether its linear layers are
-    torch's (`uses_torch_float32_linear`)."""
+def engine_dtype(settings: EngineSettings) -> str:
+    """The dtype `build_engine` gives vLLM for these settings on this machine (`runs_float32`)."""
     import torch
 
-    torch_linear = uses_torch_float32_linear(settings, torch.cuda.is_available(), native_bf16_cpu())
-    return ("float32" if torch_linear else settings.dtype), torch_linear
-
-
-@contextmanager
-def _torch_linear(enabled: bool) -> Iterator[None]:
-    """vLLM picks each CPU linear layer's kernel while it loads the weights, and prefers oneDNN whenever its
-    extension has it; with that switched off for the build, the layers keep torch's `linear`. The switch is put
-    back at once, so it touches only the engine built inside."""
-    import vllm._custom_ops as ops
-
-    previous = getattr(ops, "_supports_onednn", None)
-    if enabled and previous is None:
-        log.warning("this vLLM has no `_supports_onednn` switch: its CPU linear layers keep vLLM's own choice")
-    if enabled and previous is not None:
-        ops._supports_onednn = False
-    try:
-        yield
-    finally:
-        if previous is not None:
-            ops._supports_onednn = previous
+    return "float32" if runs_float32(settings, torch.cuda.is_available(), native_bf16_cpu()) else settings.dtype
 
 
 def build_engine(settings: EngineSettings) -> Any:
@@ -130,13 +110,13 @@ def build_engine(settings: EngineSettings) -> Any:
     from embedforge.synth.top_p import install_cpu_top_p
 
     in_process = runs_in_process(settings)
-    dtype, torch_linear = engine_precision(settings)
+    dtype = engine_dtype(settings)
     on_gpu = torch.cuda.is_available()
     if in_process and not on_gpu:
         install_cpu_top_p()  # vLLM samples in this process only when the engine runs here
         install_cpu_penalties()
     started = time.time()
-    with _multiprocessing_env(in_process), _torch_linear(torch_linear):
+    with _multiprocessing_env(in_process):
         llm = LLM(
             model=str(resolve_model(settings.model)),
             dtype=dtype,
@@ -153,12 +133,11 @@ def build_engine(settings: EngineSettings) -> Any:
             **_whole_prefills(on_gpu),
         )
     log.info(
-        "vLLM engine for %s ready in %.1fs (%s, %s%s)",
+        "vLLM engine for %s ready in %.1fs (%s, %s)",
         settings.model,
         time.time() - started,
         "in-process" if in_process else "multiprocess",
         dtype,
-        ", torch linear layers" if torch_linear else "",
     )
     return llm
 
