@@ -7,7 +7,15 @@ import json
 import pytest
 
 from embedforge.synth.schemas import Limits
-from embedforge.synth.validate import Rejected, extract_json, parse_example, parse_judge, parse_tasks, rescale
+from embedforge.synth.validate import (
+    Rejected,
+    extract_json,
+    leaves_room_for_query,
+    parse_example,
+    parse_judge,
+    parse_tasks,
+    rescale,
+)
 
 LIMITS = Limits(min_chars=3, max_query=80, max_document=200, num_negatives=4)
 NEGATIVES = [
@@ -185,3 +193,25 @@ def test_bad_judge_outputs_are_rejected(text: str, reason: str) -> None:
 
 def test_rescale_follows_wildbench() -> None:
     assert [rescale(s) for s in (1, 5, 6, 10)] == [-8, 0, 2, 10]
+
+
+def test_a_task_must_leave_a_quarter_of_the_query_length_for_the_query(smollm2_dir):
+    from transformers import AutoTokenizer
+
+    from embedforge.config.model import InstructionConfig
+    from embedforge.model.instructions import render_prefix
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+
+    def tokens(task: str) -> int:
+        return len(tokenizer(render_prefix(InstructionConfig(), task), add_special_tokens=False)["input_ids"])
+
+    # a task SmolLM2-135M brainstormed in the 2026-11-24 demo: 146 characters that left no room within 64 tokens
+    symbols = (
+        ",<KEY>','NONCLARATING','PROFICER']}SyntaxError in `json::dumps` error {0xA2B5E6AB|NAVIGABLE}, but I edited "
+        "you for better grammar using maketrans="
+    )
+    plain = "Given a question, retrieve Wikipedia passages that answer the question"
+    assert not leaves_room_for_query(tokens(symbols), max_query_length=64)
+    assert leaves_room_for_query(tokens(plain), max_query_length=64)
+    assert leaves_room_for_query(48, 64) and not leaves_room_for_query(49, 64)

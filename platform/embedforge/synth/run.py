@@ -16,14 +16,15 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.data.documents import read_documents
 from embedforge.data.schema import CorpusDocument, Query, TrainingExample
-from embedforge.paths import resolve_data_path
+from embedforge.model.instructions import render_prefix
+from embedforge.paths import resolve_data_path, resolve_model
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.synth.dedup import Deduplicator, encoder_embedder
 from embedforge.synth.engine import EngineSettings
@@ -31,7 +32,7 @@ from embedforge.synth.heldout import is_heldout, write_beir
 from embedforge.synth.plan import assign_shards, brainstorm_rows, example_rows, grounded_rows, limits_of
 from embedforge.synth.records import text_lengths, to_training_example
 from embedforge.synth.report import plot, summarize
-from embedforge.synth.validate import Rejected, parse_tasks, rescale
+from embedforge.synth.validate import Rejected, leaves_room_for_query, parse_tasks, rescale
 from embedforge.synth.worker import JudgeSettings, SynthWorker
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
     synth = config.synth
     tasks: dict[str, list[str]] = {f: [] for f in synth.families}
     drops: Counter[str] = Counter()
+    instruction_tokens = _instruction_tokens(config)
     started = time.time()
     for row in _generate(config, brainstorm_rows(synth)):
         family = str(row["family"])
@@ -99,7 +101,11 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
         except Rejected as err:
             drops[f"brainstorm_{err.reason}"] += 1
             continue
-        tasks[family].extend(t for t in found if t not in tasks[family])
+        for task in found:
+            if not leaves_room_for_query(instruction_tokens(task), config.model.max_query_length):
+                drops["brainstorm_task_too_long"] += 1
+            elif task not in tasks[family]:
+                tasks[family].append(task)
     for family, found in tasks.items():
         del found[synth.tasks_per_family :]
         if len(found) < synth.tasks_per_family:
@@ -108,6 +114,19 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
     log.info("brainstorm done in %.1fs", time.time() - started)
     _write_json(cache, {"tasks": tasks, "drops": dict(drops)})
     return tasks, dict(drops)
+
+
+def _instruction_tokens(config: EmbedforgeConfig) -> Callable[[str], int]:
+    """Tokens the trained embedder's query instruction for a task takes, in its backbone's tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model.backbone)))
+
+    def count(task: str) -> int:
+        prefix = render_prefix(config.model.instructions, task)
+        return len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
+
+    return count
 
 
 def _documents(config: EmbedforgeConfig) -> list[CorpusDocument]:

@@ -203,6 +203,13 @@ def parse_tasks(text: str, max_task_chars: int) -> list[str]:
     return list(out.values())
 
 
+def leaves_room_for_query(instruction_tokens: int, max_query_length: int) -> bool:
+    """Whether a task's query instruction (NV-Embed 4: `Instruct: {task}\\nQuery: `) takes at most three quarters
+    of the embedder's query length, so the query itself keeps a quarter. A small generator's task sentence can be
+    a run of symbols at 2 characters per token; training could not fit any query text after it."""
+    return instruction_tokens <= max_query_length * 3 // 4
+
+
 _SCORE_TEXT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*$")
 
 
