@@ -118,9 +118,9 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
 
 def _instruction_tokens(config: EmbedforgeConfig) -> Callable[[str], int]:
     """Tokens the trained embedder's query instruction for a task takes, in its backbone's tokenizer."""
-    from transformers import AutoTokenizer
+    from embedforge.model.backbone import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(config.model.backbone)))
+    tokenizer = load_tokenizer(resolve_model(config.model.backbone))
 
     def count(task: str) -> int:
         prefix = render_prefix(config.model.instructions, task)
