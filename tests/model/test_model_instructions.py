@@ -11,7 +11,7 @@ from embedforge.model import load_embedder
 from embedforge.model.attention_capture import LastLayerAttention
 from embedforge.model.backbone import load_tokenizer
 from embedforge.model.instructions import render_prefix
-from embedforge.model.tokenization import tokenize_pairs
+from embedforge.model.tokenization import framing_tokens, tokenize_pairs
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,17 @@ def test_pool_mask_excludes_exactly_the_prefix(tokenizer):
     assert batch.pool_mask[0].sum() == n_text + 1
     assert torch.equal(batch.pool_mask[1][: n_text + 1], torch.ones(n_text + 1, dtype=torch.long))
     assert batch.input_ids[0, n_prefix + n_text] == tokenizer.eos_token_id
+
+
+def test_framing_tokens_is_what_an_input_takes_besides_its_text(tokenizer):
+    prefix = "Instruct: find\nQuery: "
+    frame = framing_tokens(tokenizer, prefix)
+    assert frame == len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) + 1  # + EOS; no BOS here
+    batch = tokenize_pairs(tokenizer, [prefix], ["word " * 50], max_length=frame + 3)
+    assert batch.attention_mask[0].sum() == frame + 3 and batch.num_truncated == 1
+    assert batch.pool_mask[0].sum() == 3 + 1  # three text tokens and the EOS
+    with pytest.raises(ValueError, match="leaving no room for text"):
+        tokenize_pairs(tokenizer, [prefix], ["word"], max_length=frame)
 
 
 def test_left_padding_keeps_positions_per_text(tokenizer):

@@ -196,15 +196,15 @@ def test_rescale_follows_wildbench() -> None:
 
 
 def test_a_task_must_leave_a_quarter_of_the_query_length_for_the_query(smollm2_dir):
-    from transformers import AutoTokenizer
-
     from embedforge.config.model import InstructionConfig
+    from embedforge.model.backbone import load_tokenizer
     from embedforge.model.instructions import render_prefix
+    from embedforge.model.tokenization import framing_tokens
 
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir)
+    tokenizer = load_tokenizer(smollm2_dir)
 
     def tokens(task: str) -> int:
-        return len(tokenizer(render_prefix(InstructionConfig(), task), add_special_tokens=False)["input_ids"])
+        return framing_tokens(tokenizer, render_prefix(InstructionConfig(), task))
 
     # a task SmolLM2-135M brainstormed in the 2026-11-24 demo: 146 characters that left no room within 64 tokens
     symbols = (

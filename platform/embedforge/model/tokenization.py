@@ -42,6 +42,18 @@ def leading_special_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [i for i in ids if i in set(tokenizer.all_special_ids)]
 
 
+def closing_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """The special token every input ends with: EOS, when the tokenizer has one (read by `last` pooling)."""
+    return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
+
+def framing_tokens(tokenizer: PreTrainedTokenizerBase, prefix: str) -> int:
+    """Tokens an input takes besides its text: the leading specials, the instruction prefix and the closing EOS.
+    `max_length` minus this is the room `tokenize_pairs` leaves for the text."""
+    prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+    return len(leading_special_ids(tokenizer)) + len(prefix_ids) + len(closing_ids(tokenizer))
+
+
 def tokenize_pairs(
     tokenizer: PreTrainedTokenizerBase,
     prefixes: Sequence[str],
@@ -58,7 +70,7 @@ def tokenize_pairs(
     if bad:
         raise TypeError(f"texts must be strings; item {bad[0]} is {type(texts[bad[0]]).__name__}")
     lead = leading_special_ids(tokenizer)
-    tail = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    tail = closing_ids(tokenizer)
     unique_prefixes = sorted(set(prefixes))
     prefix_ids = dict(
         zip(unique_prefixes, tokenizer(unique_prefixes, add_special_tokens=False)["input_ids"], strict=True)

@@ -117,16 +117,13 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
 
 
 def _instruction_tokens(config: EmbedforgeConfig) -> Callable[[str], int]:
-    """Tokens the trained embedder's query instruction for a task takes, in its backbone's tokenizer."""
+    """Tokens a query input takes besides its text for a task (its instruction and the special tokens), counted as
+    training counts them, in the trained embedder's backbone tokenizer."""
     from embedforge.model.backbone import load_tokenizer
+    from embedforge.model.tokenization import framing_tokens
 
     tokenizer = load_tokenizer(resolve_model(config.model.backbone))
-
-    def count(task: str) -> int:
-        prefix = render_prefix(config.model.instructions, task)
-        return len(tokenizer(prefix, add_special_tokens=False)["input_ids"])
-
-    return count
+    return lambda task: framing_tokens(tokenizer, render_prefix(config.model.instructions, task))
 
 
 def _documents(config: EmbedforgeConfig) -> list[CorpusDocument]:

@@ -204,9 +204,10 @@ def parse_tasks(text: str, max_task_chars: int) -> list[str]:
 
 
 def leaves_room_for_query(instruction_tokens: int, max_query_length: int) -> bool:
-    """Whether a task's query instruction (NV-Embed 4: `Instruct: {task}\\nQuery: `) takes at most three quarters
-    of the embedder's query length, so the query itself keeps a quarter. A small generator's task sentence can be
-    a run of symbols at 2 characters per token; training could not fit any query text after it."""
+    """Whether a task's query instruction (NV-Embed 4: `Instruct: {task}\\nQuery: `), with the input's special
+    tokens (`model.tokenization.framing_tokens`), takes at most three quarters of the embedder's query length, so
+    the query itself keeps a quarter. A small generator's task sentence can be a run of symbols at 2 characters
+    per token; training could not fit any query text after it."""
     return instruction_tokens <= max_query_length * 3 // 4
 
 
