@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -121,3 +122,29 @@ def test_a_failing_batch_fails_its_requests_and_the_batcher_goes_on():
         return out
 
     assert asyncio.run(main()).shape == (1, 2)
+
+
+def test_requests_that_queued_during_a_batch_do_not_wait_again():
+    """`wait_s` counts from the oldest request's arrival: after a long batch the next one starts at once."""
+    spans: list[tuple[float, float]] = []
+
+    def slow(key, texts):
+        start = time.monotonic()
+        time.sleep(0.3)
+        spans.append((start, time.monotonic()))
+        return np.zeros((len(texts), 2), dtype=np.float32)
+
+    async def main():
+        batcher = make(slow, wait_s=0.2)
+        first = asyncio.ensure_future(batcher.submit("doc", ["a"], [1]))
+        await asyncio.sleep(0.25)  # the first batch is encoding; this request queues behind it
+        await asyncio.gather(first, batcher.submit("doc", ["b"], [1]))
+        arrived_alone = time.monotonic()
+        await batcher.submit("doc", ["c"], [1])  # an idle batcher still waits for company
+        batcher.close()
+        return arrived_alone
+
+    arrived_alone = asyncio.run(main())
+    (_, first_end), (second_start, _), (third_start, _) = spans
+    assert second_start - first_end < 0.1  # it had waited 0.25 s already; before: a further 0.2 s
+    assert third_start - arrived_alone >= 0.19
