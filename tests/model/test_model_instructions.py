@@ -32,9 +32,12 @@ def test_render_prefix_with_task_default_and_examples():
     assert demo == "Query: q1\nResponse: p1\n\nQuery: q2\nResponse: p2\n\nInstruct: T\nQuery: "
 
 
-def test_template_without_task_is_rejected():
-    with pytest.raises(ValueError, match="must contain '\\{task\\}'"):
-        InstructionConfig(query_template="Query: ")
+def test_template_without_task_is_a_fixed_prefix_and_unknown_fields_are_rejected():
+    fixed = InstructionConfig(query_template="query: ", document_prefix="passage: ")  # e5's prefixes
+    assert render_prefix(fixed, "any task") == render_prefix(fixed, None) == "query: "
+    assert render_prefix(InstructionConfig(query_template=""), "any task") == ""
+    with pytest.raises(ValueError, match="may only use"):
+        InstructionConfig(query_template="Instruct: {topic}\nQuery: ")
 
 
 def test_pool_mask_excludes_exactly_the_prefix(tokenizer):

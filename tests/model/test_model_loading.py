@@ -42,8 +42,6 @@ def test_sentence_transformers_folder_is_a_text_encoder(minilm_dir):
     reference = SentenceTransformer(str(minilm_dir), device="cpu").encode(texts, normalize_embeddings=True)
     assert ours.dtype == np.float32 and np.allclose(ours, reference, atol=1e-5)
     assert np.allclose(np.linalg.norm(encoder.encode_documents(texts), axis=1), 1.0, atol=1e-5)
-    with pytest.raises(ValueError, match=r"use embedforge\.model\.load_encoder"):
-        load_embedder(minilm_dir)
 
 
 def test_exported_sentence_transformers_folder_loads_both_ways(tmp_path, tiny_model_dir):

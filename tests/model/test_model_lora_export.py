@@ -185,7 +185,7 @@ def test_lora_target_modules_are_checked(tiny_model_dir):
     embedder = load_embedder(
         ModelConfig(backbone=str(tiny_model_dir), lora=LoraConfig(target_modules=["q_proj", "query_key_value"]))
     )
-    with pytest.raises(ValueError, match=r"\['query_key_value'\] do not exist"):
+    with pytest.raises(ValueError, match=r"\[.query_key_value.\] are not linear layers"):
         embedder.enable_lora()
 
 

@@ -1,7 +1,9 @@
 """Model section: backbone, pooling, attention direction, LoRA, lengths and instructions.
 
 Defaults follow NV-Embed (seed 000) sections 3.1-3.2 and appendix C; ATA pooling is MGH (seed 002) 2.2;
-in-context examples are LGAI-Embedding (seed 003) 4.2.
+in-context examples are LGAI-Embedding (seed 003) 4.2. The backbone may be a decoder LLM or an encoder / existing
+embedding model (a sentence-transformers folder): `pooling: auto` and `pooled_tokens: auto` take the backbone's own
+(`embedforge.model.backbone_spec`), so an unchanged embedding model encodes exactly as it did.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
-PoolingName = Literal["mean", "last", "latent_attention", "ata"]
+PoolingName = Literal["auto", "mean", "cls", "last", "latent_attention", "ata"]
+PooledTokens = Literal["auto", "text", "all"]
+ALL_LINEAR = "all-linear"
 DType = Literal["float32", "bfloat16", "float16"]
 
 
@@ -25,33 +29,41 @@ class LatentAttentionConfig(Section):
 
 
 class LoraConfig(Section):
-    """NV-Embed appendix C: rank 16, alpha 32, dropout 0.1. The pooling head is trained fully."""
+    """NV-Embed appendix C: rank 16, alpha 32, dropout 0.1. The pooling head is trained fully.
+
+    `target_modules: [all-linear]` adapts every linear layer of the backbone (peft's shorthand; for Llama-family
+    decoders that is q/k/v/o and gate/up/down, for BERT-family encoders query/key/value and the dense layers).
+    `enabled: false` trains every backbone weight (full fine-tuning, the usual choice for small encoders)."""
 
     enabled: bool = True
     r: PositiveInt = 16
     alpha: float = Field(32.0, gt=0)
     dropout: float = Field(0.1, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        min_length=1,
-    )
+    target_modules: list[str] = Field(default_factory=lambda: [ALL_LINEAR], min_length=1)
+
+    @model_validator(mode="after")
+    def _all_linear_alone(self) -> LoraConfig:
+        if ALL_LINEAR in self.target_modules and len(self.target_modules) > 1:
+            raise ValueError(f"lora.target_modules: {ALL_LINEAR!r} stands alone, got {self.target_modules}")
+        return self
 
 
 class InstructionConfig(Section):
     """NV-Embed 4 / Tables 12-13: queries get `Instruct: {task}\\nQuery: {text}`, documents are bare.
 
-    `in_context_examples` > 0 prepends k (query, positive) demonstrations before the instruction (LGAI 4.2).
+    A template without `{task}` is a fixed prefix (e5's `query: `, with `document_prefix: "passage: "`); an empty
+    one gives no prefix at all (all-MiniLM-L6-v2 was trained without). `in_context_examples` > 0 prepends k
+    (query, positive) demonstrations before the instruction (LGAI 4.2).
     """
 
     query_template: str = "Instruct: {task}\nQuery: "
+    document_prefix: str = ""
     default_task: str = "Given a web search query, retrieve relevant passages that answer the query"
     example_template: str = "Query: {query}\nResponse: {positive}\n\n"
     in_context_examples: int = Field(0, ge=0)
 
     @model_validator(mode="after")
-    def _template_has_task(self) -> InstructionConfig:
-        if "{task}" not in self.query_template:
-            raise ValueError(f"query_template must contain '{{task}}', got {self.query_template!r}")
+    def _templates_format(self) -> InstructionConfig:
         try:
             self.query_template.format(task="t")
             self.example_template.format(query="q", positive="p")
@@ -63,11 +75,21 @@ class InstructionConfig(Section):
 
 
 class ModelConfig(Section):
-    """The embedder. `int8_inference` quantizes Linear weights to int8 when loaded for inference (NV-Embed A.3)."""
+    """The embedder. `int8_inference` quantizes Linear weights to int8 when loaded for inference (NV-Embed A.3).
+
+    `pooling: auto` is the backbone's own (a sentence-transformers folder's Pooling mode; mean for a bare
+    checkpoint). `pooled_tokens`: `text` pools the text and the closing EOS, leaving out leading special tokens and
+    the instruction (NV-Embed 4); `all` pools every real token, specials and prompt included (sentence-transformers'
+    default, how BERT-family embedders were trained); `auto` is `all` for encoders and `text` for decoders.
+    `bidirectional` switches a decoder's attention (NV-Embed 3.1); `null` is the backbone's own: a bare decoder
+    checkpoint is made bidirectional (the NV-Embed recipe), a decoder embedding model (e5-mistral in a
+    sentence-transformers folder) stays causal as it was trained, and encoders always attend both ways.
+    """
 
     backbone: str = "bundled:smollm2-135m-instruct"
-    pooling: PoolingName = "mean"
-    bidirectional: bool = True
+    pooling: PoolingName = "auto"
+    pooled_tokens: PooledTokens = "auto"
+    bidirectional: bool | None = None
     dtype: DType = "float32"
     max_query_length: PositiveInt = 128
     max_doc_length: PositiveInt = 256

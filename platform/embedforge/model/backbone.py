@@ -1,7 +1,9 @@
-"""Load a decoder-only backbone (Llama, Mistral, Qwen2 families) and its tokenizer from a HF checkpoint folder.
+"""Load a backbone (a decoder LLM of the Llama, Mistral or Qwen2 families, or an encoder such as BERT, XLM-R or
+MPNet, bare or inside a sentence-transformers folder) and its tokenizer.
 
-The base transformer is loaded without its LM head (AutoModel), in the configured dtype, with SDPA attention,
-then switched to bidirectional attention when asked (NV-Embed 3.1; see `bidirectional.py`).
+The base transformer is loaded without any head (AutoModel), in the configured dtype, with SDPA attention where the
+architecture has it; a decoder is then switched to bidirectional attention when asked (NV-Embed 3.1; see
+`bidirectional.py`). Encoders attend both ways by construction.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ import logging
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from embedforge.model.bidirectional import check_supported, set_attention_direction
+from embedforge.model.backbone_spec import BackboneSpec, read_backbone_spec
+from embedforge.model.bidirectional import set_attention_direction
 
 log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -25,23 +28,25 @@ def load_tokenizer(path: Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def load_backbone(path: Path, dtype: str = "float32", bidirectional: bool = True) -> PreTrainedModel:
-    """The base model at `path` (a HF checkpoint folder), ready to embed; fails clearly for unsupported families."""
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(f"{path} is not a Hugging Face checkpoint folder (no config.json)")
+def load_backbone(path: Path | BackboneSpec, dtype: str = "float32", bidirectional: bool = True) -> PreTrainedModel:
+    """The base model of `path` (a checkpoint or sentence-transformers folder, or its spec), ready to embed."""
+    spec = path if isinstance(path, BackboneSpec) else read_backbone_spec(path)
     if dtype not in DTYPES:
         raise ValueError(f"model.dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
-    config = AutoConfig.from_pretrained(path)
-    check_supported(config.model_type)
-    model = AutoModel.from_pretrained(path, dtype=DTYPES[dtype], attn_implementation="sdpa")
+    try:
+        model = AutoModel.from_pretrained(spec.weights, dtype=DTYPES[dtype], attn_implementation="sdpa")
+    except ValueError as err:  # an encoder family without an SDPA implementation
+        log.info("%s: no SDPA attention (%s), using eager attention", spec.model_type, err)
+        model = AutoModel.from_pretrained(spec.weights, dtype=DTYPES[dtype])
     model.config.use_cache = False
-    set_attention_direction(model, bidirectional)
+    if spec.is_decoder:
+        set_attention_direction(model, bidirectional)
     log.info(
         "loaded %s backbone from %s (%.1fM parameters, %s, %s attention)",
-        config.model_type,
-        path,
+        spec.model_type,
+        spec.weights,
         sum(p.numel() for p in model.parameters()) / 1e6,
         dtype,
-        "bidirectional" if bidirectional else "causal",
+        "bidirectional" if bidirectional or not spec.is_decoder else "causal",
     )
     return model

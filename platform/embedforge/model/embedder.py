@@ -1,8 +1,9 @@
-"""The LLM embedder: one code path for training (differentiable `forward`) and inference (`encode_*`).
+"""The embedder: one code path for training (differentiable `forward`) and inference (`encode_*`).
 
-A decoder-only backbone made bidirectional (NV-Embed 3.1), a pooling head (mean, last, latent attention NV-Embed
-3.2, or ATA MGH 2.2), and instruction rendering (NV-Embed 4; in-context examples LGAI 4.2) whose tokens are
-attended to but not pooled. Implements `embedforge.model.protocol.TextEncoder`.
+A backbone (a decoder-only LLM made bidirectional, NV-Embed 3.1, or an encoder / existing embedding model), a
+pooling head (mean, CLS, last, latent attention NV-Embed 3.2, or ATA MGH 2.2), and instruction rendering (NV-Embed
+4; in-context examples LGAI 4.2) whose tokens are attended to and, unless `pooled_tokens: all`, not pooled.
+Implements `embedforge.model.protocol.TextEncoder`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from embedforge.config.model import ModelConfig
 from embedforge.model.attention_capture import LastLayerAttention
+from embedforge.model.backbone_spec import DECODER_TYPES
 from embedforge.model.batching import length_sorted_batches
 from embedforge.model.instructions import Demonstration, render_prefix
 from embedforge.model.pooling import Pooling, build_pooling
@@ -34,7 +36,8 @@ Kind = Literal["query", "document"]
 class Embedder(nn.Module):
     """Backbone + pooling + tokenizer + the model config that produced them.
 
-    `backbone_ref` names the base checkpoint (a `bundled:` ref or a path) LoRA adapters apply to.
+    `backbone_ref` names the base checkpoint (a `bundled:` ref or a path) LoRA adapters apply to. `config` has its
+    `auto` values resolved for this backbone (`backbone_spec.resolve_model_config`).
     """
 
     def __init__(
@@ -52,12 +55,27 @@ class Embedder(nn.Module):
         self.config = config
         self.pooling = pooling if pooling is not None else build_pooling(config, backbone.config.hidden_size)
         self.pooling.to(torch.float32)
+        if "auto" in (config.pooling, config.pooled_tokens) or config.bidirectional is None:
+            raise ValueError("the embedder needs a resolved model config (backbone_spec.resolve_model_config)")
         self.name = name or config.backbone
         self.backbone_ref = backbone_ref or config.backbone
-        self.padding_side = "right"
+        # decoders get positions restarting at each text (left or right padding); encoders number their own
+        # positions (RoBERTa-family offsets included) and are therefore always padded on the right
+        self.is_decoder = backbone.config.model_type in DECODER_TYPES
+        self._padding_side = "right"
         self.attention_capture = LastLayerAttention.attach(backbone) if self.pooling.needs_attentions else None
         self.texts_encoded = 0
         self.texts_truncated = 0
+
+    @property
+    def padding_side(self) -> str:
+        return self._padding_side
+
+    @padding_side.setter
+    def padding_side(self, side: str) -> None:
+        if side != "right" and not self.is_decoder:
+            raise ValueError(f"an encoder backbone ({self.backbone.config.model_type}) is padded on the right only")
+        self._padding_side = side
 
     @property
     def dimension(self) -> int:
@@ -83,7 +101,7 @@ class Embedder(nn.Module):
             raise ValueError(f"got {len(tasks)} tasks and {len(demos)} example lists for {n} texts")
         instr = self.config.instructions
         return [
-            render_prefix(instr, t, d) if kind == "query" or t is not None else ""
+            render_prefix(instr, t, d) if kind == "query" or t is not None else instr.document_prefix
             for t, d in zip(tasks, demos, strict=True)
         ]
 
@@ -97,7 +115,8 @@ class Embedder(nn.Module):
         """Model inputs for `texts` as queries or documents; `task` may be one instruction or one per text."""
         max_length = self.config.max_query_length if kind == "query" else self.config.max_doc_length
         prefixes = self.prefixes(len(texts), kind, task, examples)
-        batch = tokenize_pairs(self.tokenizer, prefixes, texts, max_length, self.padding_side)
+        pool_all = self.config.pooled_tokens == "all"
+        batch = tokenize_pairs(self.tokenizer, prefixes, texts, max_length, self.padding_side, pool_all)
         self.texts_encoded += len(texts)
         self.texts_truncated += batch.num_truncated
         return batch
@@ -105,9 +124,8 @@ class Embedder(nn.Module):
     def forward(self, batch: EncodedBatch, normalize: bool | None = None) -> torch.Tensor:
         """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config)."""
         batch = batch.to(self.device)
-        out = self.backbone(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
-        )
+        positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
+        out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
         attentions = self.attention_capture.pop() if self.attention_capture is not None else None
         pooled = self.pooling(out.last_hidden_state.float(), batch.attention_mask, batch.pool_mask, attentions)
         normalize = self.config.normalize if normalize is None else normalize
@@ -163,7 +181,8 @@ class Embedder(nn.Module):
         return self.encode(texts, task, "query", batch_size, demos)
 
     def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        """Documents are bare; with `task` (symmetric tasks) they get the instruction too (NV-Embed 4)."""
+        """Documents get `document_prefix` (none by default); with `task` (symmetric tasks) they get the instruction
+        too (NV-Embed 4)."""
         return self.encode(texts, task, "document", batch_size)
 
     def enable_lora(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from embedforge.model.card import render_card
 from embedforge.model.embedder import Embedder
+from embedforge.model.loading import EXPORT_MANIFEST
 from embedforge.model.lora import merged_copy
 from embedforge.model.persistence import write_folder
 from embedforge.model.st_encoder import write_instructions
@@ -30,7 +31,6 @@ from embedforge.model.st_standard import st_prompts, write_standard_modules
 
 log = logging.getLogger(__name__)
 FORMATS = ("merged", "sentence_transformers")
-EXPORT_MANIFEST = "embedforge_export.json"  # which sentence-transformers kind was written, and why
 
 
 def _write_custom_module(embedder: Embedder, directory: Path) -> None:

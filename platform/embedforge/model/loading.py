@@ -1,22 +1,26 @@
-"""`load_embedder` (the LLM embedder) and `load_encoder` (any `TextEncoder`) from a reference.
+"""`load_embedder` (the trainable embedder) and `load_encoder` (any `TextEncoder`) from a reference.
 
 References: an `EmbedforgeConfig` / `ModelConfig`, a config YAML path, `bundled:NAME`, an embedforge model folder
-(saved or merged export), a plain HF checkpoint folder (Llama/Mistral/Qwen2), or, for `load_encoder` only, a
-sentence-transformers folder.
+(saved or merged export), a plain HF checkpoint folder (decoder or encoder, see `backbone_spec`), or, for
+`load_encoder` only, a sentence-transformers folder as it is (a config's `model.backbone` may name one: the
+embedder then starts from its weights and its own pooling).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from embedforge.config.model import ModelConfig
 from embedforge.model.backbone import load_backbone, load_tokenizer
+from embedforge.model.backbone_spec import own_model_config, read_backbone_spec, resolve_model_config
 from embedforge.model.embedder import Embedder
 from embedforge.model.persistence import is_embedforge_dir, load_saved
 from embedforge.model.protocol import TextEncoder
 from embedforge.paths import BUNDLED_PREFIX, resolve_model
 
 EMBEDDER_DIR = "embedforge"  # where a sentence-transformers export keeps its embedforge folder
+EXPORT_MANIFEST = "embedforge_export.json"  # which sentence-transformers kind an export is, and its model config
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -25,9 +29,11 @@ def _from_model_config(config: ModelConfig) -> Embedder:
     path = resolve_model(config.backbone)
     if is_embedforge_dir(path):
         raise ValueError(f"model.backbone {config.backbone!r} is an embedforge model folder: load it directly")
-    backbone = load_backbone(path, config.dtype, config.bidirectional)
+    spec = read_backbone_spec(path)
+    config = resolve_model_config(config, spec)
+    backbone = load_backbone(spec, config.dtype, config.bidirectional)
     ref = config.backbone if config.backbone.startswith(BUNDLED_PREFIX) else str(path)  # absolute: saved folders move
-    return Embedder(backbone, load_tokenizer(path), config, name=config.backbone, backbone_ref=ref)
+    return Embedder(backbone, load_tokenizer(spec.weights), config, name=config.backbone, backbone_ref=ref)
 
 
 def _is_sentence_transformers_dir(path: Path) -> bool:
@@ -37,8 +43,10 @@ def _is_sentence_transformers_dir(path: Path) -> bool:
 def load_embedder(source: object, model_config: ModelConfig | None = None, trainable: bool = False) -> Embedder:
     """The LLM embedder for `source` (see module docstring).
 
-    `model_config` applies to plain checkpoints (its `backbone` is replaced by the given folder); saved embedforge
-    folders carry their own config. `trainable=True` keeps loaded LoRA adapters trainable (to resume training).
+    `model_config` applies to plain checkpoints and sentence-transformers folders (its `backbone` is replaced by
+    the given folder; without it they keep their own prompts, pooling and length); saved embedforge folders and
+    embedforge's sentence-transformers exports carry their own config. `trainable=True` keeps loaded LoRA adapters
+    trainable (to resume training).
     """
     from embedforge.config import EmbedforgeConfig, load_config
 
@@ -58,12 +66,13 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
         return load_saved(path, trainable=trainable)
     if is_embedforge_dir(path / EMBEDDER_DIR):  # a sentence-transformers export holds the merged model inside
         return load_saved(path / EMBEDDER_DIR, trainable=trainable)
-    if (path / "config.json").is_file() and not _is_sentence_transformers_dir(path):
+    if (path / "config.json").is_file() or _is_sentence_transformers_dir(path):
         backbone = ref if ref.startswith(BUNDLED_PREFIX) else str(path)
-        config = (model_config or ModelConfig()).model_copy(update={"backbone": backbone})
-        return _from_model_config(ModelConfig.model_validate(config.model_dump()))
-    if _is_sentence_transformers_dir(path):
-        raise ValueError(f"{path} is a sentence-transformers folder: use embedforge.model.load_encoder for it")
+        exported = path / EXPORT_MANIFEST  # embedforge's own standard-modules export records its model config
+        if model_config is None and exported.is_file():
+            model_config = ModelConfig.model_validate(json.loads(exported.read_text())["model"])
+        base = model_config or own_model_config(backbone, read_backbone_spec(path))
+        return _from_model_config(base.model_copy(update={"backbone": backbone}))
     raise ValueError(f"{path} is neither an embedforge model folder nor a Hugging Face checkpoint (no config.json)")
 
 

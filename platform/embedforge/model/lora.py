@@ -9,27 +9,30 @@ from __future__ import annotations
 import copy
 import logging
 
+import torch
 from peft import LoraConfig as PeftLoraConfig
 from peft import PeftModel, get_peft_model
 from transformers import PreTrainedModel
 
-from embedforge.config.model import LoraConfig
+from embedforge.config.model import ALL_LINEAR, LoraConfig
 
 log = logging.getLogger(__name__)
 
 
 def add_lora(backbone: PreTrainedModel, config: LoraConfig) -> PeftModel:
     """Wrap `backbone` with fresh LoRA adapters on `config.target_modules`; base weights are frozen."""
-    present = {name.rsplit(".", 1)[-1] for name, _ in backbone.named_modules()}
-    missing = sorted(set(config.target_modules) - present)
-    if missing:
-        raise ValueError(f"model.lora.target_modules {missing} do not exist in the backbone (it has e.g. q_proj)")
+    targets: str | list[str] = list(config.target_modules)
+    if targets == [ALL_LINEAR]:
+        targets = ALL_LINEAR
+    else:
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in backbone.named_modules() if isinstance(m, torch.nn.Linear)})
+        missing = sorted(set(targets) - set(linear))
+        if missing:
+            raise ValueError(
+                f"model.lora.target_modules {missing} are not linear layers of the backbone (it has {linear})"
+            )
     peft_config = PeftLoraConfig(
-        r=config.r,
-        lora_alpha=config.alpha,
-        lora_dropout=config.dropout,
-        target_modules=list(config.target_modules),
-        bias="none",
+        r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout, target_modules=targets, bias="none"
     )
     model = get_peft_model(backbone, peft_config)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from embedforge.config.model import ModelConfig
 from embedforge.model.backbone import load_backbone, load_tokenizer
+from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_config
 from embedforge.model.embedder import Embedder
 from embedforge.model.lora import is_peft
 from embedforge.model.pooling import build_pooling
@@ -72,14 +73,14 @@ def read_manifest(directory: Path) -> dict[str, Any]:
 def load_saved(directory: Path, trainable: bool = False) -> Embedder:
     """Load a folder written by `save_embedder` / merged export; adapters stay trainable only if asked."""
     manifest = read_manifest(directory)
-    config = ModelConfig.model_validate(manifest["model"])
-    if manifest["weights"] == "full":
-        backbone = load_backbone(directory / "backbone", config.dtype, config.bidirectional)
-    else:
+    full = manifest["weights"] == "full"
+    spec = read_backbone_spec(directory / "backbone" if full else resolve_model(manifest["backbone_ref"]))
+    config = resolve_model_config(ModelConfig.model_validate(manifest["model"]), spec)
+    backbone = load_backbone(spec, config.dtype, config.bidirectional)
+    if not full:
         from peft import PeftModel
 
-        base = load_backbone(resolve_model(manifest["backbone_ref"]), config.dtype, config.bidirectional)
-        backbone = PeftModel.from_pretrained(base, directory / "adapter", is_trainable=trainable)
+        backbone = PeftModel.from_pretrained(backbone, directory / "adapter", is_trainable=trainable)
     pooling = build_pooling(config, backbone.config.hidden_size)
     if (directory / "pooling.safetensors").is_file():
         pooling.load_state_dict(load_file(str(directory / "pooling.safetensors")))

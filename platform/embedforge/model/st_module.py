@@ -52,6 +52,7 @@ class EmbedforgeModule(InputModule):
             texts,
             cfg.max_query_length if is_query else cfg.max_doc_length,
             self.embedder.padding_side,
+            cfg.pooled_tokens == "all",
         )
         return {
             "input_ids": batch.input_ids,

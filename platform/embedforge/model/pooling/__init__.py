@@ -1,16 +1,18 @@
-"""Pooling heads selectable by config `model.pooling`: mean, last, latent_attention, ata (one module each)."""
+"""Pooling heads selectable by config `model.pooling`: mean, cls, last, latent_attention, ata (one module each)."""
 
 from __future__ import annotations
 
 from embedforge.config.model import ModelConfig
 from embedforge.model.pooling.ata import AnchorTokenPooling
 from embedforge.model.pooling.base import Pooling
+from embedforge.model.pooling.cls import ClsPooling
 from embedforge.model.pooling.last import LastTokenPooling
 from embedforge.model.pooling.latent_attention import LatentAttentionPooling
 from embedforge.model.pooling.mean import MeanPooling
 
 __all__ = [
     "AnchorTokenPooling",
+    "ClsPooling",
     "LastTokenPooling",
     "LatentAttentionPooling",
     "MeanPooling",
@@ -20,9 +22,11 @@ __all__ = [
 
 
 def build_pooling(config: ModelConfig, hidden_size: int) -> Pooling:
-    """The pooling head named by `config.pooling` for a backbone of width `hidden_size`."""
+    """The pooling head named by `config.pooling` (resolved: not `auto`) for a backbone of width `hidden_size`."""
     if config.pooling == "mean":
         return MeanPooling()
+    if config.pooling == "cls":
+        return ClsPooling()
     if config.pooling == "last":
         return LastTokenPooling()
     if config.pooling == "ata":
