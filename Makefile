@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # Ray 2.60 turns token auth on for a head when ~/.ray/auth_token exists; its CLI only sends the token in this mode
 export RAY_AUTH_MODE := token
 
-.PHONY: setup models test lint demo demo-smoke bench cluster-up cluster-down clean
+.PHONY: setup models test lint demo demo-generalist demo-smoke bench cluster-up cluster-down clean
 
 setup: $(STAMP)
 
@@ -40,7 +40,12 @@ test: models
 	$(BIN)/ruff check platform jobs tests benchmarks
 	$(BIN)/python -m pytest tests
 
+# documents in, a domain embedder out: the whole pipeline over dbpedia_entity_subset's passages, judged on its real queries
 demo: models
+	$(BIN)/python -m embedforge.pipeline.demo configs/documents.yaml
+
+# the generalist recipe: SmolLM2-135M-Instruct trained on shared datasets and synthetic data (configs/local.yaml)
+demo-generalist: models
 	$(BIN)/python -m embedforge.pipeline.demo configs/local.yaml
 
 # the foundation demo (models, local head, smoke job via `ray job submit`, head down)

@@ -40,11 +40,19 @@ def eval_config(tiny_config, tmp_path):
     return tiny_config.model_copy(update={"evaluate": evaluate})
 
 
-def _save_trained_model(run_dir):
+def _save_trained_model(run_dir, perturb: float = 0.0):
     """What the train stage leaves: a saved embedforge model under train/model and a complete manifest."""
+    import torch
+
     from embedforge.model import load_embedder
 
-    load_embedder("bundled:tiny-llama").save(run_dir / "train" / "model")
+    embedder = load_embedder("bundled:tiny-llama")
+    if perturb:
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for param in embedder.backbone.parameters():
+                param.add_(perturb * torch.randn(param.shape, generator=generator))
+    embedder.save(run_dir / "train" / "model")
     StageRun(run_dir, "train", {}, "test").complete()
 
 
@@ -77,6 +85,13 @@ def test_full_evaluation_of_the_tiny_model(ray_cluster, tiny_model_dir, shared_d
     # complete for this config and these inputs: the second call skips and returns the same manifest
     again = run_evaluate(eval_config, run_dir)
     assert again["finished_at"] == manifest["finished_at"]
+
+    # retrained at the same path: every task of the trained model is scored again, none reused
+    _save_trained_model(run_dir, perturb=0.5)
+    rescored = run_evaluate(eval_config, run_dir)
+    assert rescored["finished_at"] != manifest["finished_at"]
+    assert rescored["scores"] != manifest["scores"]
+    assert all(rescored["scores"][t][BASELINE] == manifest["scores"][t][BASELINE] for t in manifest["scores"])
 
 
 def test_nothing_to_evaluate_and_unknown_baseline_fail_clearly(tiny_config, tmp_path):

@@ -1,5 +1,5 @@
-"""configs/documents.yaml: the documents-in profile trains only on synthetic queries over one shared collection
-and evaluates on the held-out generated queries."""
+"""configs/documents.yaml: the documents-in profile trains only on synthetic queries over one shared collection,
+mines that whole collection, and validates on the held-out generated queries."""
 
 from __future__ import annotations
 
@@ -25,5 +25,15 @@ def test_documents_profile_points_at_a_shared_collection(shared_data):
     assert [s.kind for s in config.data.sources] == ["run"]
     trained_on = {d.source for stage in config.train.stages for d in stage.datasets}
     assert trained_on == {config.data.sources[0].name}
-    assert len(config.train.stages) == 2
+    assert config.mine.corpus == config.synth.documents, "negatives come from the whole collection"
+    assert config.synth.writes_queries and config.synth.query_styles == ["question", "keywords"]
     assert HELDOUT_TASK in config.evaluate.tasks
+
+
+def test_checkpoint_selection_without_a_validation_slice_fails_before_any_work() -> None:
+    import pytest
+
+    from embedforge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="select_checkpoint needs a validation slice"):
+        load_config(REPO / "configs" / "local.yaml", ["train.select_checkpoint=true"])

@@ -44,6 +44,7 @@ def test_corpus_grounded_run_resumes_and_skips(ray_cluster, models, tiny_config,
     docs.write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in texts.items()))
     config = tiny_config.model_copy(deep=True)
     config.synth.documents = str(docs)
+    config.synth.grounded_mode = "examples"
     config.synth.heldout_fraction = 0.5
     run_dir = tmp_path / "run"
 
@@ -69,7 +70,7 @@ def test_corpus_grounded_run_resumes_and_skips(ray_cluster, models, tiny_config,
     assert len(heldout.corpus) == len(TOPICS)
     assert len(heldout.queries) == manifest["counts"]["heldout"] == manifest["heldout"]["queries"]
     assert {q.doc_id for q in heldout.qrels} <= set(texts)
-    assert not {f"q-{ex.provenance_dict()['doc_id']}" for ex in examples} & {q.query_id for q in heldout.queries}
+    assert not {ex.provenance_dict()["doc_id"] for ex in examples} & {q.doc_id for q in heldout.qrels}
 
     # a complete stage is skipped as is
     assert run_synth(config, run_dir)["finished_at"] == manifest["finished_at"]
@@ -84,6 +85,46 @@ def test_corpus_grounded_run_resumes_and_skips(ray_cluster, models, tiny_config,
     assert resumed["status"] == "complete" and resumed["shards"] == [0, 1]
     assert (run_dir / "synth" / "data" / "part-00000.parquet").stat().st_mtime_ns == before
     assert resumed["counts"]["prompts"] == len(TOPICS) and _accounted(resumed) == len(TOPICS)
+
+
+def test_query_writing_run_samples_documents_and_holds_out_whole_documents(
+    ray_cluster, models, tiny_config, tmp_path
+) -> None:
+    from embedforge.synth.run import run_synth
+
+    docs = tmp_path / "docs.jsonl"
+    texts = {f"d{i}": f"A short note about {topic}, written for test number {i}." for i, topic in enumerate(TOPICS)}
+    docs.write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in texts.items()))
+    config = tiny_config.model_copy(deep=True)
+    config.synth.documents = str(docs)
+    config.synth.max_documents = len(TOPICS) - 1
+    config.synth.heldout_fraction = 0.5
+    config.synth.judge.enabled = False
+    config.synth.min_chars = 1  # random weights write short, odd queries: keep what the checks allow
+    config.synth.max_query_tokens = 8
+    config.synth.max_query_chars = 150
+    run_dir = tmp_path / "run"
+
+    manifest = run_synth(config, run_dir)
+    styles = len(config.synth.query_styles)
+    assert manifest["counts"]["prompts"] == (len(TOPICS) - 1) * styles
+    assert _accounted(manifest) == manifest["counts"]["prompts"], manifest
+    assert manifest["counts"]["kept"] + manifest["counts"]["heldout"] >= 1, manifest["drops"]
+    examples = read_parquet(run_dir / "synth" / "data", TrainingExample)
+    for ex in examples:
+        prov = ex.provenance_dict()
+        assert ex.positive == texts[prov["doc_id"]] and ex.negatives == [] and ex.query
+        assert prov["template"] == "queries-v1" and prov["placeholders"]["style"] in config.synth.query_styles
+    heldout = read_beir(run_dir / "synth" / "heldout")
+    assert len(heldout.corpus) == len(TOPICS), "the validation slice searches the whole collection"
+    assert not {ex.provenance_dict()["doc_id"] for ex in examples} & {q.doc_id for q in heldout.qrels}
+    prompted = {ex.provenance_dict()["doc_id"] for ex in examples} | {q.doc_id for q in heldout.qrels}
+    assert len(prompted) <= len(TOPICS) - 1
+    # the slice is scored with the instruction its siblings were trained with
+    from embedforge.evaluate.registry import HELDOUT_TASK, build_task
+
+    task = build_task(HELDOUT_TASK, config.evaluate, run_dir)
+    assert task.instruction == config.synth.documents_instruction
 
 
 def test_two_step_run_brainstorms_then_generates(ray_cluster, models, tiny_config, tmp_path) -> None:

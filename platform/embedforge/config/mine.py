@@ -93,6 +93,11 @@ class MineConfig(Section):
     use_gpu: Literal["auto", "never"] = Field("auto", description="auto: GPU faiss when a GPU is visible")
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     sources: list[str] = Field(default_factory=list, description="data source names to mine; empty = all")
+    corpus: str | None = Field(
+        None,
+        description="documents (JSONL, Parquet or a .txt folder; relative paths against the data dir) that every "
+        "retrieval pool searches, so negatives come from the whole collection, not only from the examples' texts",
+    )
     shard_size: PositiveInt = Field(2048, description="training examples per output shard")
     cache_dir: str | None = Field(None, description="embedding cache; default <EMBEDFORGE_CACHE>/embeddings")
     seed: int = 0

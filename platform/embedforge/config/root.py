@@ -44,6 +44,11 @@ class EmbedforgeConfig(Section):
         for name in self.mine.sources:
             if name not in known:
                 raise ValueError(f"mine.sources: unknown data source {name!r} (known: {sorted(known)})")
+        if self.train.select_checkpoint and not (self.synth.enabled and self.synth.documents):
+            raise ValueError(
+                "train.select_checkpoint needs a validation slice: the queries synth holds out of synth.documents "
+                "(set synth.documents and synth.enabled, or turn select_checkpoint off)"
+            )
         return self
 
     @model_validator(mode="after")

@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
+QueryStyle = Literal["question", "keywords"]
 Family = Literal["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
 
 # Guided decoding bounds strings in characters, the engine in tokens: budget at this many characters per token
@@ -122,7 +123,19 @@ class SynthConfig(Section):
     examples_per_task: PositiveInt = 2
     documents: str | None = None  # corpus-grounded mode: path to the user's documents
     documents_instruction: str = "Given a question, retrieve passages that answer the question"
-    max_documents: PositiveInt | None = None
+    grounded_mode: Literal["queries", "examples"] = Field(
+        "queries",
+        description="corpus-grounded generation: `queries` writes one query per document and style by few-shot "
+        "completion (InPars / GPL query generation; negatives are mined from the whole collection), `examples` "
+        "asks for a JSON example with a query and four graded negatives (MGH 2.1)",
+    )
+    query_styles: list[QueryStyle] = Field(
+        default_factory=lambda: ["question", "keywords"], min_length=1, description="queries mode: one per style"
+    )
+    max_query_tokens: PositiveInt = Field(32, description="queries mode: the generator's budget for one query")
+    max_documents: PositiveInt | None = Field(
+        None, description="a seeded sample of this many documents is prompted (all of them are mined and indexed)"
+    )
     max_document_prompt_chars: PositiveInt = Field(1500, description="user documents are cut to this in prompts")
     heldout_fraction: float = Field(0.1, ge=0, lt=1)
     shard_size: PositiveInt = Field(64, description="prompts per output shard (the unit of resume)")
@@ -134,10 +147,17 @@ class SynthConfig(Section):
     num_negatives: Literal[4] = Field(4, description="MGH 2.1: four negatives, levels 1 (hardest) .. 4 (easiest)")
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
 
+    @property
+    def writes_queries(self) -> bool:
+        """Corpus-grounded few-shot query writing (no JSON, no generated negatives)."""
+        return self.documents is not None and self.grounded_mode == "queries"
+
     @model_validator(mode="after")
     def _fits_token_budget(self) -> SynthConfig:
         if self.min_chars >= min(self.max_query_chars, self.max_document_chars):
             raise ValueError(f"synth.min_chars ({self.min_chars}) must be below max_query_chars and max_document_chars")
+        if self.writes_queries:
+            return self
         chars = self.max_query_chars + (1 + self.num_negatives) * self.max_document_chars
         need = chars // CHARS_PER_TOKEN + JSON_OVERHEAD_TOKENS
         if self.generator.max_tokens < need:

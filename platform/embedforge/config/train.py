@@ -111,6 +111,11 @@ class TrainConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     checkpoint_every: PositiveInt = 50
+    select_checkpoint: bool = Field(
+        False,
+        description="keep every checkpoint and make the one scoring best on the validation slice (synthetic_heldout: "
+        "the synthetic queries held out of training) the trained model; needs synth.documents",
+    )
     max_failures: int = Field(2, ge=0)
     log_every: PositiveInt = 10
     seed: int = 0

@@ -73,6 +73,11 @@ class CorpusDocument:
     text: str
     title: str = ""
 
+    @property
+    def embedded_text(self) -> str:
+        """The document as embedded everywhere (synth, mining, evaluation): `title text` (BEIR / MTEB)."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
 
 @dataclass
 class Query:

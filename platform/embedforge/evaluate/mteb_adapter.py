@@ -23,7 +23,6 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 from mteb.types import PromptType
 
-from embedforge.evaluate.scoring import document_text
 from embedforge.evaluate.tasks import PairClassificationTask, RetrievalTask, STSTask, Task
 from embedforge.model.protocol import TextEncoder
 
@@ -160,7 +159,7 @@ def _retrieval(task: RetrievalTask) -> Any:
                     "test": RetrievalSplitData(
                         queries=Dataset.from_list([{"id": q.query_id, "text": q.text} for q in task.queries]),
                         corpus=Dataset.from_list(
-                            [{"id": d.doc_id, "text": document_text(d), "title": ""} for d in task.corpus]
+                            [{"id": d.doc_id, "text": d.embedded_text, "title": ""} for d in task.corpus]
                         ),
                         relevant_docs={
                             q: {d: int(r) for d, r in docs.items()} for q, docs in task.qrels.items() if q in kept

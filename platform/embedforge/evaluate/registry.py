@@ -9,6 +9,7 @@ overrides any of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from embedforge.paths import resolve_data_path
 
 HELDOUT_TASK = "synthetic_heldout"
 HELDOUT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
+HELDOUT_TASK_FILE = "task.json"  # synth writes the instruction its queries were trained with beside the BEIR files
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,9 @@ def build_task(name: str, config: EvaluateConfig, run_dir: Path | None = None) -
         if run_dir is None or not heldout_dir(run_dir).is_dir():
             raise FileNotFoundError(f"task {HELDOUT_TASK}: no synthetic held-out set at run_dir/synth/heldout")
         folder = heldout_dir(run_dir)
-        task = _retrieval(name, read_beir(folder, _beir_split(folder)), HELDOUT_INSTRUCTION)
+        spec = folder / HELDOUT_TASK_FILE
+        instruction = json.loads(spec.read_text())["instruction"] if spec.is_file() else HELDOUT_INSTRUCTION
+        task = _retrieval(name, read_beir(folder, _beir_split(folder)), instruction)
     else:
         raise ValueError(f"unknown task {name!r}")
     if name in config.instructions:

@@ -207,10 +207,13 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         "evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}" for t in tasks)
     )
     connect()
+    # a task's saved result is reused only for the same config and the same upstream outputs: a retrained model
+    # at the same path is scored again
+    attempt = hashlib.sha256(json.dumps([digest, stage.input_identities()], sort_keys=True).encode()).hexdigest()[:16]
     results = {}
     for name, ref in refs.items():
         t0 = time.time()
-        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", digest)
+        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", attempt)
         stage.time(f"model:{name}", time.time() - t0)
     report = build_report(results, ev.baseline_for_deltas)
     paths = write_report(report, stage.dir)
@@ -220,4 +223,5 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         report={k: str(v) for k, v in paths.items()},
         ranking=report["ranking"],
         average=report["average"],
+        scores={t: info["scores"] for t, info in report["tasks"].items()},
     )

@@ -46,7 +46,7 @@ def score_task(task: Task, encoder: TextEncoder, batch_size: int = 32, seed: int
 
 def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
     q = encoder.encode_queries([x.text for x in task.queries], task=task.instruction, batch_size=batch_size)
-    d = encoder.encode_documents([document_text(x) for x in task.corpus], batch_size=batch_size)
+    d = encoder.encode_documents([x.embedded_text for x in task.corpus], batch_size=batch_size)
     rankings = metrics.rank_documents(q @ d.T, [x.doc_id for x in task.corpus], RETRIEVAL_TOP_K)
     judged = [task.qrels[x.query_id] for x in task.queries]
     out = {"ndcg_at_10": _mean(metrics.ndcg_at_k(r, j, 10) for r, j in zip(rankings, judged, strict=True))}
@@ -56,11 +56,6 @@ def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed:
     out["map"] = _mean(metrics.average_precision(r, j) for r, j in zip(rankings, judged, strict=True))
     out["num_queries"], out["num_documents"] = len(task.queries), len(task.corpus)
     return out
-
-
-def document_text(doc: Any) -> str:
-    """A corpus document as embedded: `title text` when it has a title (the BEIR / MTEB convention)."""
-    return f"{doc.title} {doc.text}".strip() if doc.title else doc.text
 
 
 def _reranking(task: RerankingTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import numpy as np
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.data import DataSource
 from embedforge.config.mine import DENSE_KINDS, PAIRWISE_KINDS, TeacherConfig
+from embedforge.data.documents import read_documents
 from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
@@ -36,6 +37,7 @@ from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
 from embedforge.mine.stats import MiningStats
 from embedforge.mine.teachers.dense import dense_identity
 from embedforge.mine.teachers.lexical import BM25Teacher
+from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
 
 log = logging.getLogger(__name__)
@@ -80,8 +82,11 @@ class SourcePlan:
     pools: list[tuple[MiningPool, list[int]]]
 
 
-def plan_sources(sources: list[DataSource], run_dir: Path, seed: int, shard_size: int) -> list[SourcePlan]:
-    """Every source's pools with consecutive shard ids across sources, in configuration order."""
+def plan_sources(
+    sources: list[DataSource], run_dir: Path, seed: int, shard_size: int, collection: list[str] | None = None
+) -> list[SourcePlan]:
+    """Every source's pools with consecutive shard ids across sources, in configuration order. `collection`
+    (`mine.corpus`): documents every retrieval pool searches besides its examples' own positives and negatives."""
     from embedforge.data.sources import load_source
 
     plans, next_shard = [], 0
@@ -89,6 +94,9 @@ def plan_sources(sources: list[DataSource], run_dir: Path, seed: int, shard_size
         examples = load_source(source, run_dir, seed=seed)
         pools = []
         for pool in build_pools(examples):
+            if pool.doc_instruction is None:
+                for text in collection or []:
+                    pool.doc_id(text)
             count = math.ceil(len(pool.examples) / shard_size)
             pools.append((pool, list(range(next_shard, next_shard + count))))
             next_shard += count
@@ -304,7 +312,11 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     stage.start()
     miner = _Miner(config, stage)
     try:
-        plans = plan_sources(mined_sources(config), run_dir, config.data.seed, config.mine.shard_size)
+        collection = None
+        if config.mine.corpus:
+            collection = [d.embedded_text for d in read_documents(resolve_data_path(config.mine.corpus))]
+            log.info("mine: %d documents of %s join every retrieval pool", len(collection), config.mine.corpus)
+        plans = plan_sources(mined_sources(config), run_dir, config.data.seed, config.mine.shard_size, collection)
         miner.embed_all(plans)
         for plan in plans:
             miner.mine_source(plan)

@@ -21,14 +21,17 @@ from pathlib import Path
 
 from embedforge.cluster import local
 from embedforge.config import ConfigError, EmbedforgeConfig, load_config
+from embedforge.config.evaluate import TRAINED
+from embedforge.evaluate.registry import HELDOUT_TASK
 from embedforge.models.bundled import prepare
 from embedforge.paths import BUNDLED_PREFIX, REPO_ROOT
 from embedforge.pipeline.probe import PROBE_TEXT, api_key, base_url, probe_endpoint
 from embedforge.pipeline.runner import read_pipeline
-from embedforge.pipeline.steps import entry_point, served_model
+from embedforge.pipeline.steps import deploy_decision, entry_point, served_model
 from embedforge.pipeline.submit import submit_pipeline
 
 log = logging.getLogger("embedforge.demo")
+MINILM = "bundled:all-minilm-l6-v2"
 
 
 def bundled_models(config: EmbedforgeConfig) -> list[str]:
@@ -87,9 +90,30 @@ def print_examples(endpoint: str, config: EmbedforgeConfig) -> None:
     print(f"  client.embeddings.create(model='{config.serve.model_name}', input=['What is Ray Serve?'])")
 
 
+def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
+    """The run's verdict: per evaluated task, the starting model, all-MiniLM-L6-v2 and the trained model side by
+    side (the validation slice first, then the tasks the run never trained on), and the deploy decision."""
+    manifest = run_dir / "evaluate" / "manifest.json"
+    if not manifest.is_file():
+        return ""
+    scores = json.loads(manifest.read_text()).get("scores", {})
+    columns = {"starting model": config.model.backbone, "all-MiniLM-L6-v2": MINILM, "trained": TRAINED}
+    lines = ["| task | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for task, per_model in scores.items():
+        label = f"{task} (validation slice: held-out synthetic queries)" if task == HELDOUT_TASK else task
+        cells = [f"{100 * per_model[ref]:.2f}" if ref in per_model else "-" for ref in columns.values()]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    decision = deploy_decision(config, run_dir)
+    if decision is not None:
+        start = f"the starting model ({config.model.backbone})"
+        served = "the trained model" if decision.deploy == "trained" else start
+        lines.append(f"\ndeployed: {served}, because {decision.reason}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedforge.pipeline.demo", description=__doc__)
-    parser.add_argument("config", nargs="?", default="configs/local.yaml")
+    parser.add_argument("config", nargs="?", default="configs/documents.yaml")
     parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/demo-<config name>")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
@@ -135,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     if report.is_file():
         _say(f"evaluation ({report}; plot beside it as report.png)", started)
         print(report.read_text())
+        _say("the verdict: the model this run started from, the one you already have, and the trained one", started)
+        print(outcome_table(config, run_dir))
     _say(f"demo finished in {time.time() - started:.0f}s", started)
     print("The deployment keeps running. Stop it with:")
     print(f"  {Path(sys.executable).parent / 'serve'} shutdown --address {dashboard} -y   # the embedder only")

@@ -8,6 +8,8 @@ negative mining, two-stage contrastive instruction tuning, then evaluation of th
 from __future__ import annotations
 
 import importlib
+import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +17,11 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
+from embedforge.pipeline.deploy_guard import DeployDecision, decide
 from embedforge.pipeline.probe import probe_endpoint
 
 EXPORT_FORMATS = ("merged", "sentence_transformers")
+log = logging.getLogger(__name__)
 
 
 class StageNotBuiltError(RuntimeError):
@@ -100,10 +104,24 @@ def _export(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
     return {"exports": found}
 
 
+def deploy_decision(config: EmbedforgeConfig, run_dir: Path) -> DeployDecision | None:
+    """The guard on the trained model (pipeline.deploy_guard), from the run's evaluation; None when the run did
+    not train and evaluate, or `serve.model` names the model to serve."""
+    manifest = run_dir / "evaluate" / "manifest.json"
+    if config.serve.model or not _trains(config) or not config.evaluate.enabled or not manifest.is_file():
+        return None
+    scores = json.loads(manifest.read_text()).get("scores", {})
+    return decide(scores, TRAINED, config.model.backbone)
+
+
 def _deploy(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
-    model = served_model(config, run_dir)
+    decision = deploy_decision(config, run_dir)
+    model = config.model.backbone if decision and decision.deploy == "start" else served_model(config, run_dir)
+    if decision:
+        log.info("deploy decision: %s (%s)", decision.deploy, decision.reason)
     url = entry_point("embedforge.serve.deploy", "deploy")(config, model)
-    return {"endpoint": url, "model": model, "probe": probe_endpoint(url, config)}
+    out = {"endpoint": url, "model": model, "probe": probe_endpoint(url, config)}
+    return out | ({"decision": decision.as_dict()} if decision else {})
 
 
 def default_steps() -> list[Step]:

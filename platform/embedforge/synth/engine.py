@@ -1,4 +1,4 @@
-"""A vLLM engine and the call that runs chat prompts through it with JSON-schema guided decoding.
+"""A vLLM engine and the calls that run prompts through it: chat with JSON-schema guided decoding, raw completion.
 
 NV-Embed (seed 000) 4.3 serves its generator (Mixtral-8x22B-Instruct) with vLLM; here the engine is built inside
 a Ray actor (vLLM starts its workers with spawn, environment.md), on CUDA or on the CPU backend, where
@@ -12,7 +12,7 @@ import logging
 import os
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
@@ -185,27 +185,49 @@ def generate(
     keys: list[str],
 ) -> list[Generation]:
     """Chat-complete each prompt (one user turn); a schema turns on guided JSON decoding for that prompt."""
-    from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    if not prompts:
-        return []
-    params = []
-    for schema, budget, key in zip(schemas, max_tokens, keys, strict=True):
-        guided = StructuredOutputsParams(json=json.dumps(schema)) if schema is not None and settings.guided else None
-        params.append(
-            SamplingParams(
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-                repetition_penalty=settings.repetition_penalty,
-                max_tokens=int(budget),
-                seed=row_seed(settings.seed, key),
-                structured_outputs=guided,
-            )
+    params = [
+        _sampling(
+            settings,
+            budget,
+            key,
+            structured_outputs=StructuredOutputsParams(json=json.dumps(schema))
+            if schema is not None and settings.guided
+            else None,
         )
+        for schema, budget, key in zip(schemas, max_tokens, keys, strict=True)
+    ]
     messages = [[{"role": "user", "content": p}] for p in prompts]
+    return _timed(lambda: llm.chat(messages, params, use_tqdm=False), len(prompts))
+
+
+def complete(
+    llm: Any, settings: EngineSettings, prompts: list[str], max_tokens: list[int], keys: list[str], stop: str
+) -> list[Generation]:
+    """Continue each raw prompt (no chat template) until `stop` or the token budget: few-shot patterns."""
+    params = [_sampling(settings, budget, key, stop=[stop]) for budget, key in zip(max_tokens, keys, strict=True)]
+    return _timed(lambda: llm.generate(prompts, params, use_tqdm=False), len(prompts))
+
+
+def _sampling(settings: EngineSettings, budget: int, key: str, **extra: Any) -> Any:
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        repetition_penalty=settings.repetition_penalty,
+        max_tokens=int(budget),
+        seed=row_seed(settings.seed, key),
+        **extra,
+    )
+
+
+def _timed(call: Callable[[], list[Any]], count: int) -> list[Generation]:
+    if not count:
+        return []
     started = time.time()
-    outputs = llm.chat(messages, params, use_tqdm=False)
+    outputs = call()
     elapsed = max(time.time() - started, 1e-9)
     result = [
         Generation(

@@ -12,10 +12,18 @@ from typing import Any
 
 from embedforge.config.synth import CHARS_PER_TOKEN, JSON_OVERHEAD_TOKENS, SynthConfig
 from embedforge.data.schema import CorpusDocument
+from embedforge.synth.query_prompts import query_prompts
 from embedforge.synth.schemas import Limits, brainstorm_schema, output_schema
 from embedforge.synth.templates import load_template
 
-TASK_TYPES = {"retrieval": "retrieval", "grounded": "retrieval", "sts": "sts", "classification": "classification"}
+QUERY_KIND = "grounded_query"  # a few-shot completion (query_rows), not a chat turn
+TASK_TYPES = {
+    "retrieval": "retrieval",
+    "grounded": "retrieval",
+    QUERY_KIND: "retrieval",
+    "sts": "sts",
+    "classification": "classification",
+}
 
 
 def limits_of(config: SynthConfig) -> Limits:
@@ -116,7 +124,7 @@ def grounded_rows(config: SynthConfig, seed: int, documents: list[CorpusDocument
     schema = output_schema("grounded", limits_of(config))
     rows = []
     for doc in documents:
-        text = f"{doc.title}\n{doc.text}".strip() if doc.title else doc.text
+        text = doc.embedded_text
         row_id = f"doc:{doc.doc_id}"
         values = template.sample_placeholders(f"{seed}:{row_id}")
         shown = text[: config.max_document_prompt_chars]
@@ -137,6 +145,33 @@ def grounded_rows(config: SynthConfig, seed: int, documents: list[CorpusDocument
                 doc_id=doc.doc_id,
             )
         )
+    return rows
+
+
+def query_rows(config: SynthConfig, seed: int, documents: list[CorpusDocument]) -> list[dict[str, Any]]:
+    """Corpus-grounded queries mode: one few-shot completion prompt per (document, query style), no schema."""
+    prompts = query_prompts()
+    rows = []
+    for doc in documents:
+        text = doc.embedded_text
+        shown = text[: config.max_document_prompt_chars]
+        for style in config.query_styles:
+            rows.append(
+                _row(
+                    f"doc:{doc.doc_id}:{style}",
+                    "example",
+                    "grounded",
+                    QUERY_KIND,
+                    config.documents_instruction,
+                    prompts.render(style, shown),
+                    {},
+                    config.max_query_tokens,
+                    prompts.id,
+                    {"style": style},
+                    document=text,
+                    doc_id=doc.doc_id,
+                )
+            )
     return rows
 
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import random
 import shutil
 import time
 from collections import Counter
@@ -23,13 +24,21 @@ from typing import Any
 from embedforge.config import EmbedforgeConfig
 from embedforge.data.documents import read_documents
 from embedforge.data.schema import CorpusDocument, Query, TrainingExample
+from embedforge.evaluate.registry import HELDOUT_TASK_FILE
 from embedforge.model.instructions import render_prefix
 from embedforge.paths import resolve_data_path, resolve_model
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.synth.dedup import Deduplicator, encoder_embedder
 from embedforge.synth.engine import EngineSettings
 from embedforge.synth.heldout import is_heldout, write_beir
-from embedforge.synth.plan import assign_shards, brainstorm_rows, example_rows, grounded_rows, limits_of
+from embedforge.synth.plan import (
+    assign_shards,
+    brainstorm_rows,
+    example_rows,
+    grounded_rows,
+    limits_of,
+    query_rows,
+)
 from embedforge.synth.records import text_lengths, to_training_example
 from embedforge.synth.report import plot, summarize
 from embedforge.synth.validate import Rejected, leaves_room_for_query, parse_tasks, rescale
@@ -126,9 +135,14 @@ def _instruction_tokens(config: EmbedforgeConfig) -> Callable[[str], int]:
     return lambda task: framing_tokens(tokenizer, render_prefix(config.model.instructions, task))
 
 
-def _documents(config: EmbedforgeConfig) -> list[CorpusDocument]:
+def _documents(config: EmbedforgeConfig) -> tuple[list[CorpusDocument], list[CorpusDocument]]:
+    """(the whole collection, the documents prompted): a seed-stable sample of `max_documents`, in corpus order."""
     docs = read_documents(resolve_data_path(str(config.synth.documents)))
-    return docs[: config.synth.max_documents] if config.synth.max_documents else docs
+    limit = config.synth.max_documents
+    if not limit or limit >= len(docs):
+        return docs, docs
+    picked = sorted(random.Random(f"{config.seed}:documents").sample(range(len(docs)), limit))
+    return docs, [docs[i] for i in picked]
 
 
 class _ShardWriter:
@@ -166,9 +180,10 @@ class _ShardWriter:
         drops.update(why for why in reasons if why is not None)
         examples, heldout = [], []
         for row in kept:
-            if row["kind"] == "grounded" and is_heldout(str(row["doc_id"]), self.config.seed, synth.heldout_fraction):
+            if row["doc_id"] and is_heldout(str(row["doc_id"]), self.config.seed, synth.heldout_fraction):
+                # every query of a held-out document is held out, so no document of the slice is trained on
                 doc_id = str(row["doc_id"])
-                heldout.append({"query_id": f"q-{doc_id}", "text": str(row["query"]), "doc_id": doc_id})
+                heldout.append({"query_id": f"q-{row['row_id']}", "text": str(row["query"]), "doc_id": doc_id})
                 continue
             examples.append(
                 to_training_example(row, self.task_name, self.config.seed, synth.generator.model, self.judge_model)
@@ -215,12 +230,19 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
 
     connect()
     started = time.time()
-    documents: list[CorpusDocument] = []
+    collection: list[CorpusDocument] = []
     drops: dict[str, int] = {}
     if synth.documents:
-        documents = _documents(config)
-        rows = grounded_rows(synth, config.seed, documents)
-        log.info("synth: corpus-grounded, %d documents from %s", len(documents), synth.documents)
+        collection, prompted = _documents(config)
+        plan_rows = query_rows if synth.writes_queries else grounded_rows
+        rows = plan_rows(synth, config.seed, prompted)
+        log.info(
+            "synth: corpus-grounded (%s), %d of %d documents from %s",
+            synth.grounded_mode,
+            len(prompted),
+            len(collection),
+            synth.documents,
+        )
     else:
         tasks, drops = _brainstorm(config, work)
         rows = example_rows(synth, config.seed, tasks)
@@ -278,8 +300,10 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if synth.documents:
         queries = [Query(h["query_id"], h["text"]) for st in all_stats for h in st["heldout"]]
         relevant = {h["query_id"]: h["doc_id"] for st in all_stats for h in st["heldout"]}
-        write_beir(heldout_dir, documents, queries, relevant)
-        extra["heldout"] = {"dir": str(heldout_dir), "queries": len(queries), "corpus": len(documents)}
+        write_beir(heldout_dir, collection, queries, relevant)
+        # scored with the instruction its siblings were trained with (evaluate.registry reads it)
+        _write_json(heldout_dir / HELDOUT_TASK_FILE, {"instruction": synth.documents_instruction})
+        extra["heldout"] = {"dir": str(heldout_dir), "queries": len(queries), "corpus": len(collection)}
     png = plot(all_stats, stage.dir / "report.png", f"synth: {synth.generator.model}")
     new_tokens = sum(st["counts"]["output_tokens"] + st["counts"]["judge_tokens"] for st in new_stats)
     new_prompts = sum(st["counts"]["prompts"] for st in new_stats)

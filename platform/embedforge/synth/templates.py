@@ -74,7 +74,7 @@ def load_template(family: str) -> FamilyTemplate:
     """The template of a family (`short-long`, ..., `classification`) or of `grounded` generation."""
     path = PROMPTS_DIR / f"{family}.yaml"
     if not path.is_file():
-        known = sorted(p.stem for p in PROMPTS_DIR.glob("*.yaml") if p.stem != "judge")
+        known = sorted(p.stem for p in PROMPTS_DIR.glob("*.yaml") if p.stem not in ("judge", "queries"))
         raise ValueError(f"no prompt template for family {family!r}; known: {known}")
     return _load(path)
 

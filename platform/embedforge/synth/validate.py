@@ -185,6 +185,15 @@ def parse_example(kind: str, text: str, limits: Limits, document: str | None = N
     return Candidate(query, positive, negatives)
 
 
+def parse_query(text: str, document: str, limits: Limits) -> Candidate:
+    """A few-shot completion (queries mode): one line, whitespace collapsed, bounded, not copied from `document`.
+
+    Its negatives are mined later from the whole collection, so the candidate has none."""
+    query = clean_text(" ".join(text.split()).strip("\"'"), "query", limits.min_chars, limits.max_query)
+    _check_distinct(query, clean_text(document, "document", 1, None), ())
+    return Candidate(query, document, ())
+
+
 def parse_tasks(text: str, max_task_chars: int) -> list[str]:
     """Step-1 brainstorm output: distinct, cleaned task sentences (bad entries are skipped, none at all rejects)."""
     obj = extract_json(text)

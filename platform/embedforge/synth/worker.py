@@ -12,10 +12,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from embedforge.synth.engine import EngineSettings, Generation, build_engine, generate
+from embedforge.synth.engine import EngineSettings, Generation, build_engine, complete, generate
+from embedforge.synth.plan import QUERY_KIND
+from embedforge.synth.query_prompts import STOP
 from embedforge.synth.schemas import Limits, judge_schema
 from embedforge.synth.templates import load_template, render_judge
-from embedforge.synth.validate import Rejected, parse_example, parse_judge
+from embedforge.synth.validate import Rejected, parse_example, parse_judge, parse_query
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ def example_fields(kind: str, query: str, positive: str, negatives: list[str]) -
     """An example laid out for the judge with the names the generator used."""
     if kind == "classification":
         return {"input_text": query, "label": positive, "misleading_label": negatives[0]}
+    if kind == QUERY_KIND:
+        return {"user_query": query, "document": positive}
     if kind == "sts":
         return {"sentence": query, "similar_sentence": positive, "hard_negative_sentences": negatives}
     return {"user_query": query, "positive_document": positive, "hard_negative_documents": negatives}
@@ -72,14 +76,7 @@ class SynthWorker:
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         rows = [dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)]
-        gens = generate(
-            self.llm,
-            self.settings,
-            prompts=[str(r["prompt"]) for r in rows],
-            schemas=[json.loads(r["schema"]) for r in rows],
-            max_tokens=[int(r["max_tokens"]) for r in rows],
-            keys=[str(r["row_id"]) for r in rows],
-        )
+        gens = self._generate(rows)
         out = [self._check(r, g) for r, g in zip(rows, gens, strict=True)]
         if self.judge.enabled:
             self._judge(rows, out)
@@ -95,6 +92,28 @@ class SynthWorker:
         return {name: [r[name] for r in rows] for name in batch} | {
             name: [o[name] for o in out] for name in OUTPUT_COLUMNS
         }
+
+    def _generate(self, rows: list[dict[str, Any]]) -> list[Generation]:
+        """Few-shot query rows are raw completions ending at a newline; every other row is a guided chat turn."""
+        raw = [i for i, r in enumerate(rows) if r["kind"] == QUERY_KIND]
+        chat = [i for i, r in enumerate(rows) if r["kind"] != QUERY_KIND]
+        done = complete(
+            self.llm,
+            self.settings,
+            [str(rows[i]["prompt"]) for i in raw],
+            [int(rows[i]["max_tokens"]) for i in raw],
+            [str(rows[i]["row_id"]) for i in raw],
+            stop=STOP,
+        ) + generate(
+            self.llm,
+            self.settings,
+            prompts=[str(rows[i]["prompt"]) for i in chat],
+            schemas=[json.loads(rows[i]["schema"]) for i in chat],
+            max_tokens=[int(rows[i]["max_tokens"]) for i in chat],
+            keys=[str(rows[i]["row_id"]) for i in chat],
+        )
+        order = {row: k for k, row in enumerate(raw + chat)}
+        return [done[order[i]] for i in range(len(rows))]
 
     def _check(self, row: dict[str, Any], gen: Generation) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,8 +134,11 @@ class SynthWorker:
         if row["phase"] != "example":
             return out
         try:
-            document = str(row["document"]) if row["kind"] == "grounded" else None
-            cand = parse_example(str(row["kind"]), gen.text, self.limits, document=document)
+            if row["kind"] == QUERY_KIND:
+                cand = parse_query(gen.text, str(row["document"]), self.limits)
+            else:
+                document = str(row["document"]) if row["kind"] == "grounded" else None
+                cand = parse_example(str(row["kind"]), gen.text, self.limits, document=document)
         except Rejected as err:
             reason = "truncated" if gen.finish_reason == "length" and err.reason == "invalid_json" else err.reason
             return out | {"status": "dropped", "reason": reason, "detail": err.detail}

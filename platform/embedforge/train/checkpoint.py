@@ -72,18 +72,21 @@ def is_checkpoint(directory: Path) -> bool:
     return all((directory / name).is_file() for name in (WEIGHTS, OPTIMIZER, SCHEDULER, STATE))
 
 
+def run_checkpoints(storage: Path, config_hash: str) -> dict[int, Path]:
+    """The complete checkpoints under `storage` written for this config, by global step."""
+    found = {}
+    for state_file in storage.glob(f"**/checkpoint-step*/{STATE}"):
+        folder = state_file.parent
+        if is_checkpoint(folder) and (state := read_state(folder)).config_hash == config_hash:
+            found[state.global_step] = folder
+    return dict(sorted(found.items()))
+
+
 def latest_checkpoint(storage: Path, config_hash: str) -> Path | None:
     """The complete checkpoint with the most steps under `storage` written for this config.
 
     Used to resume a stopped run, and by restarted workers when Ray Train had not yet registered the newest
     checkpoint before a worker died (its report was still queued): the files are persisted before reporting.
     """
-    best: tuple[int, Path] | None = None
-    for state_file in storage.glob(f"**/checkpoint-step*/{STATE}"):
-        folder = state_file.parent
-        if not is_checkpoint(folder):
-            continue
-        state = read_state(folder)
-        if state.config_hash == config_hash and (best is None or state.global_step > best[0]):
-            best = (state.global_step, folder)
-    return best[1] if best else None
+    found = run_checkpoints(storage, config_hash)
+    return found[max(found)] if found else None

@@ -17,9 +17,10 @@ from typing import Any
 from embedforge.config import EmbedforgeConfig
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import in_plan_order, plan_stages
-from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state
+from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state, run_checkpoints
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
+from embedforge.train.selection import best_step, score_checkpoints
 from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def make_trainer(config: EmbedforgeConfig, out_dir: Path, config_hash: str, exam
             name=f"train-{config_hash}",
             storage_path=str(out_dir / RAY_DIR),
             failure_config=FailureConfig(max_failures=train.max_failures),
-            checkpoint_config=CheckpointConfig(num_to_keep=2),
+            # selection scores every checkpoint of the run; otherwise the last two are enough to resume
+            checkpoint_config=CheckpointConfig(num_to_keep=None if train.select_checkpoint else 2),
         ),
         datasets={EXAMPLES: dataset},
         dataset_config=DataConfig(datasets_to_split=[]),
@@ -143,8 +145,14 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if result.checkpoint is None:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
     with result.checkpoint.as_directory() as ckpt:
-        paths = finalize(config, Path(ckpt), stage.dir)
         final = read_state(Path(ckpt))
+        chosen, selection = Path(ckpt), None
+        if config.train.select_checkpoint:
+            candidates = run_checkpoints(stage.dir / RAY_DIR, digest)
+            scores = score_checkpoints(config, run_dir, candidates)
+            chosen, selection = candidates[best_step(scores)], {"scores": scores, "selected_step": best_step(scores)}
+            log.info("train: checkpoint at step %d selected on the validation slice", best_step(scores))
+        paths = finalize(config, chosen, stage.dir)
     plot = plot_curves(stage.dir / METRICS_CSV, stage.dir / "curves.png")
     rows = read_rows(stage.dir / METRICS_CSV)
     total = stage_bounds(config.train.stages)[-1][1]
@@ -156,6 +164,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         example_origin=origin,
         final_metrics=rows[-1] if rows else {},
         checkpoint=str(result.checkpoint.path),
+        selection=selection,
     )
 
 

@@ -1,0 +1,142 @@
+"""Documents in, a domain embedder out, judged on real queries the run never saw (issue: a better embedder than the
+user already has).
+
+For each corpus, the documents profile (configs/documents.yaml) runs on the corpus text alone: synth (few-shot
+queries from SmolLM2-135M), mine (MiniLM + BM25, RRF, whole collection), train, then the run's own evaluation on its
+validation slice and the deploy decision. Then the starting model, all-MiniLM-L6-v2 and the trained model are scored
+on the corpus's real queries and qrels (every judged query, the whole 5,000-passage corpus indexed), which no step
+of the run read. Writes benchmarks/results/domain.json.
+
+    .venv/bin/python benchmarks/domain.py [--corpus dbpedia_entity_subset ...] [--set KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from embedforge.config import EmbedforgeConfig
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "documents.yaml"
+MINILM = "bundled:all-minilm-l6-v2"
+CORPORA = {
+    "dbpedia_entity_subset": "Given a question about an entity, retrieve the Wikipedia abstract that answers it",
+    "trec_dl_msmarco_subset": "Given a web search query, retrieve passages that answer the query",
+}
+GOALS = {"dbpedia_entity_subset": 3.0, "trec_dl_msmarco_subset": 1.0}
+BUDGET_S = 20 * 60
+STAGES = ("synth", "mine", "train", "evaluate")
+
+
+def stage_seconds(run_dir: Path, stage: str) -> float:
+    manifest = json.loads((run_dir / stage / "manifest.json").read_text())
+    return float(manifest["finished_at"]) - float(manifest["started_at"])
+
+
+def corpus_overrides(corpus: str) -> list[str]:
+    path = f"{corpus}/corpus.jsonl"
+    return [
+        f"synth.documents={path}",
+        f"mine.corpus={path}",
+        f"synth.documents_instruction={CORPORA[corpus]}",
+        "evaluate.tasks=[synthetic_heldout]",
+        "evaluate.max_queries_per_task=null",
+        "evaluate.max_examples_per_task=null",
+    ]
+
+
+def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeConfig) -> dict[str, float]:
+    """nDCG@10 x 100 of each model on every judged real query over the whole corpus (no limits)."""
+    from embedforge.evaluate.registry import build_task
+    from embedforge.evaluate.scoring import score_task
+    from embedforge.model import load_encoder
+
+    task = build_task(corpus, config.evaluate)
+    scores = {}
+    for name, ref in models.items():
+        started = time.time()
+        encoder = load_encoder(ref)
+        scores[name] = 100 * float(score_task(task, encoder, batch_size=64)["main_score"])
+        logging.info("%s on %s real queries: nDCG@10 %.2f (%.0fs)", name, corpus, scores[name], time.time() - started)
+    return scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="default: both")
+    parser.add_argument("--runs", type=Path, default=Path("runs/domain"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    import ray
+    import torch
+    from common import machine_info, write_result
+
+    from embedforge.config import load_config
+    from embedforge.pipeline.runner import run_pipeline
+    from embedforge.pipeline.steps import deploy_decision
+
+    torch.set_num_threads(2)
+    machine = machine_info()
+    # a private cluster: never join a development head another process left running on this machine
+    ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
+    results, ratios = {}, {}
+    for corpus in args.corpus or list(CORPORA):
+        config = load_config(str(CONFIG), corpus_overrides(corpus) + args.overrides)
+        run_dir = (args.runs / corpus).resolve()
+        run_pipeline(config, run_dir, skip=("deploy",), config_source=str(CONFIG))
+        # each stage's own start and finish (a re-run that finds a stage complete keeps its first timing)
+        stage_s = {stage: stage_seconds(run_dir, stage) for stage in STAGES}
+        pipeline_s = sum(stage_s.values())
+        decision = deploy_decision(config, run_dir)
+        start = config.model.backbone
+        models = {"start": start, "trained": str(run_dir / "train" / "model")}
+        if start != MINILM:
+            models["minilm"] = MINILM
+        scores = real_query_scores(models, corpus, config)
+        scores.setdefault("minilm", scores["start"])
+        deployed = "trained" if decision is None or decision.deploy == "trained" else "start"
+        results[corpus] = {
+            "ndcg10": {**scores, "deployed": scores[deployed]},
+            "deploy_decision": decision.as_dict() if decision else None,
+            "pipeline_seconds": round(pipeline_s, 1),
+            "stage_seconds": {k: round(v, 1) for k, v in stage_s.items()},
+            "synth": json.loads((run_dir / "synth" / "manifest.json").read_text()).get("counts"),
+            "mine": json.loads((run_dir / "mine" / "manifest.json").read_text()).get("counts"),
+            "validation_slice_ndcg10": json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"],
+        }
+        ratios[f"trained_minus_minilm_ndcg10_{corpus}"] = round(scores["trained"] - scores["minilm"], 2)
+        ratios[f"deployed_minus_minilm_ndcg10_{corpus}"] = round(scores[deployed] - scores["minilm"], 2)
+        ratios[f"pipeline_minutes_{corpus}"] = round(pipeline_s / 60, 1)
+    path = write_result(
+        "domain",
+        {
+            "machine": machine,
+            "config": str(CONFIG.relative_to(CONFIG.parents[1])),
+            "overrides": args.overrides,
+            "protocol": "documents only during the run; nDCG@10 x 100 on every judged real query, whole corpus",
+            "results": results,
+            "ratios": ratios,
+            "goals": {
+                **{f"trained_minus_minilm_ndcg10_{c}": f">= {g}" for c, g in GOALS.items()},
+                **{f"pipeline_minutes_{c}": f"<= {BUDGET_S // 60}" for c in CORPORA},
+            },
+        },
+    )
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()

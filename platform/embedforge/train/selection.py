@@ -1,0 +1,42 @@
+"""Checkpoint selection on the validation slice: the run's held-out synthetic queries (`synthetic_heldout`).
+
+The documents profile (issue: a better embedder than the user already has) trains on synthetic queries only, so
+the step count that serves real queries best is unknown; each kept checkpoint is scored on the queries held out of
+training (NV-Embed 4.3's synthetic data, held out by document) and the best one becomes the trained model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.train.checkpoint import load_weights
+
+log = logging.getLogger(__name__)
+SELECTION_CORPUS = 2000  # the slice's documents plus a seeded sample of the collection, 2,000 in all: a fast proxy
+
+
+def best_step(scores: dict[int, float]) -> int:
+    """The highest score; a tie goes to the later step (the one training would have ended with)."""
+    return max(scores, key=lambda step: (scores[step], step))
+
+
+def score_checkpoints(config: EmbedforgeConfig, run_dir: Path, checkpoints: dict[int, Path]) -> dict[int, float]:
+    """nDCG@10 of each checkpoint on the validation slice (its queries over a seeded sample of the collection)."""
+    import torch
+
+    from embedforge.evaluate.registry import HELDOUT_TASK, build_task
+    from embedforge.evaluate.scoring import score_task
+    from embedforge.train.trainable import build_trainable
+
+    task = build_task(HELDOUT_TASK, config.evaluate, run_dir).limit_corpus(SELECTION_CORPUS, config.evaluate.seed)
+    embedder = build_trainable(config)
+    scores = {}
+    for step, folder in checkpoints.items():
+        load_weights(folder, embedder)
+        embedder.eval()
+        with torch.no_grad():
+            scores[step] = float(score_task(task, embedder, batch_size=config.evaluate.batch_size)["main_score"])
+        log.info("train: checkpoint at step %d scores %.4f on %s", step, scores[step], HELDOUT_TASK)
+    return scores

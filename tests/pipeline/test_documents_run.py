@@ -1,0 +1,103 @@
+"""Documents in, an embedder served: the documents profile end to end at tiny scale (plumbing, random weights).
+
+A random-weight generator writes the queries, the whole collection is mined, a random encoder backbone (tiny-bert,
+a sentence-transformers folder) is fine-tuned, evaluated on the validation slice, and the deploy step serves the
+model the guard chose, over real HTTP; the trained model is the checkpoint that scored best on that slice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedforge.config import load_config
+from embedforge.data.io import read_parquet
+from embedforge.evaluate.registry import HELDOUT_TASK
+from embedforge.models.bundled import prepare
+from embedforge.pipeline.probe import embed
+from embedforge.pipeline.runner import run_pipeline
+from embedforge.pipeline.steps import export_dir
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+WORDS = ["river", "castle", "engine", "violin", "glacier", "pepper", "satellite", "harbor", "lantern", "orchard"]
+
+
+def _documents(path: Path) -> Path:
+    rows = [
+        {"_id": f"d{i}", "title": f"{a} {b}", "text": f"A note on the {a} and the {b}, number {i}, for the test."}
+        for i, (a, b) in enumerate((a, b) for a in WORDS for b in WORDS[:4])
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tmp_path) -> None:
+    from embedforge.data.schema import TrainingExample
+    from embedforge.model import load_encoder
+
+    prepare(["tiny-llama-vllm", "tiny-bert", "all-minilm-l6-v2"])
+    docs = str(_documents(tmp_path / "docs.jsonl"))
+    config = load_config(
+        REPO / "configs" / "tiny.yaml",
+        [
+            "model.backbone=bundled:tiny-bert",
+            "model.pooling=auto",
+            "model.bidirectional=null",
+            "model.lora.enabled=false",
+            'model.instructions.query_template=""',
+            "data.sources=[{name: synthetic, kind: run, path: synth}]",
+            f"synth.documents={docs}",
+            "synth.max_documents=24",
+            "synth.heldout_fraction=0.25",
+            "synth.min_chars=1",
+            "synth.max_query_tokens=8",
+            "synth.max_query_chars=150",
+            "synth.judge.enabled=false",
+            f"mine.corpus={docs}",
+            "mine.teachers=[{kind: sentence_transformers, model: bundled:all-minilm-l6-v2}, {kind: bm25}]",
+            "mine.selection={num_negatives: 1, candidate_k: 10}",
+            "mine.sources=[synthetic]",
+            "train.stages=[{name: domain, datasets: [{source: synthetic}], steps: 3, batch_size: 4, "
+            "num_negatives: 1, learning_rate: 1.0e-4, warmup_steps: 0}]",
+            "train.checkpoint_every=1",
+            "train.select_checkpoint=true",
+            f"evaluate.tasks=[{HELDOUT_TASK}]",
+            "serve.port=0",
+        ],
+    )
+    record = run_pipeline(config, tmp_path / "run")
+    run_dir = tmp_path / "run"
+    assert record["status"] == "complete", record
+
+    # mined negatives come from the collection, not only from the examples' own texts
+    collection = {
+        f"{r['title']} {r['text']}" for r in (json.loads(line) for line in Path(docs).read_text().splitlines())
+    }
+    mined = read_parquet(run_dir / "mine" / "data", TrainingExample)
+    assert mined and all(ex.negatives and set(ex.negatives) <= collection for ex in mined)
+    trained_positives = {ex.positive for ex in mined}
+    assert any(set(ex.negatives) - trained_positives for ex in mined)
+
+    # every checkpoint was scored on the validation slice and the best one became the trained model
+    selection = json.loads((run_dir / "train" / "manifest.json").read_text())["selection"]
+    scores_by_step = {int(k): v for k, v in selection["scores"].items()}
+    assert sorted(scores_by_step) == [1, 2, 3]
+    assert scores_by_step[selection["selected_step"]] == max(scores_by_step.values())
+
+    # the guard decided on the validation slice, and the endpoint serves the model it chose
+    deploy = record["steps"]["deploy"]
+    decision = deploy["decision"]
+    scores = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"][HELDOUT_TASK]
+    assert decision["trained_score"] == scores["trained"] and decision["start_score"] == scores["bundled:tiny-bert"]
+    chosen = "start" if scores["trained"] < scores["bundled:tiny-bert"] else "trained"
+    assert decision["deploy"] == chosen
+    expected = "bundled:tiny-bert" if chosen == "start" else str(export_dir(run_dir, "merged"))
+    assert deploy["model"] == expected
+    text = "A note on the river and the castle."
+    served = np.asarray(embed(deploy["endpoint"], config, [text])[0], dtype=np.float32)
+    local = load_encoder(expected).encode_documents([text])[0]
+    assert float(served @ local) >= 0.999

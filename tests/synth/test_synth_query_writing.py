@@ -1,0 +1,51 @@
+"""Corpus-grounded query writing (queries mode): few-shot prompts, one row per document and style, and the checks
+a completion must pass before it becomes a training query."""
+
+from __future__ import annotations
+
+import pytest
+
+from embedforge.config.synth import SynthConfig
+from embedforge.data.schema import CorpusDocument
+from embedforge.synth.plan import QUERY_KIND, limits_of, query_rows
+from embedforge.synth.query_prompts import query_prompts
+from embedforge.synth.validate import Rejected, parse_query
+
+DOCS = [
+    CorpusDocument("a", "Paris is the capital and largest city of France.", title="Paris"),
+    CorpusDocument("b", "The cheetah is the fastest land animal."),
+]
+
+
+def test_prompt_ends_at_the_query_of_the_document_in_the_style_asked() -> None:
+    prompts = query_prompts()
+    prompt = prompts.render("keywords", "Some   text\nover two lines")
+    assert prompt.endswith("Document: Some text over two lines\nQuery:")
+    for demo in prompts.demonstrations:
+        assert f"Query: {demo['keywords']}\n" in prompt and demo["question"] not in prompt
+    with pytest.raises(ValueError, match="unknown query style 'haiku'"):
+        prompts.render("haiku", "text")
+
+
+def test_one_unguided_row_per_document_and_style() -> None:
+    config = SynthConfig(documents="docs.jsonl", query_styles=["question", "keywords"], max_query_tokens=20)
+    rows = query_rows(config, 0, DOCS)
+    assert [r["row_id"] for r in rows] == ["doc:a:question", "doc:a:keywords", "doc:b:question", "doc:b:keywords"]
+    assert {r["kind"] for r in rows} == {QUERY_KIND} and {r["max_tokens"] for r in rows} == {20}
+    assert rows[0]["document"] == "Paris Paris is the capital and largest city of France."  # title text, as evaluated
+    assert rows[0]["prompt"].endswith(f"Document: {rows[0]['document']}\nQuery:")
+
+
+def test_a_completion_is_cleaned_and_checked() -> None:
+    limits = limits_of(SynthConfig(max_query_chars=50))
+    doc = "Paris is the capital and largest city of France, on the Seine."
+    kept = parse_query('  "what is the capital\tof france"  ', doc, limits)
+    assert (kept.query, kept.positive, kept.negatives) == ("what is the capital of france", doc, ())
+    for text, reason in [
+        ("", "empty_text"),
+        ("x" * 51, "too_long"),
+        ("Paris is the capital and largest city of France", "query_copied"),
+    ]:
+        with pytest.raises(Rejected) as err:
+            parse_query(text, doc, limits)
+        assert err.value.reason == reason
