@@ -58,3 +58,19 @@ def test_micro_batches_match_one_forward(tiny_model_dir, micro_batch_size):
 def test_micro_batch_size_must_be_positive(tiny_model_dir):
     with pytest.raises(ValueError, match="micro_batch_size must be >= 1"):
         Encoder(_embedder(tiny_model_dir), micro_batch_size=0)
+
+
+def test_gradcache_counts_each_token_once(tiny_model_dir):
+    """GradCache's first pass (no gradients) and its second (with) see the same chunks: tokens_per_s counts one."""
+    from embedforge.train.gradcache import gradcache_step, plain_step
+
+    embedder = _embedder(tiny_model_dir)
+    queries, documents = _inputs()
+
+    def loss_fn(q, d):
+        return torch.logsumexp(q @ d.T / 0.05, dim=-1).mean(), {}
+
+    plain, cached = Encoder(embedder), Encoder(embedder)
+    plain_step(plain, queries, documents, loss_fn)
+    gradcache_step(cached, queries, documents, loss_fn, chunk_size=3)
+    assert plain.tokens > 0 and cached.tokens == plain.tokens

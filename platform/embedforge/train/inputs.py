@@ -57,7 +57,8 @@ def batch_targets(batch: Batch) -> Targets:
 
 
 class Encoder:
-    """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting real tokens seen.
+    """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting the real tokens trained on
+    (forward passes with gradients).
 
     With `micro_batch_size`, texts go through the module in length-sorted chunks of that many and come back in
     input order; without, in one forward pass.
@@ -89,5 +90,6 @@ class Encoder:
         batch = self.embedder.tokenize(
             [i.text for i in inputs], [i.task for i in inputs], kind, [list(i.demonstrations) for i in inputs]
         )
-        self.tokens += int(batch.attention_mask.sum())
+        if torch.is_grad_enabled():  # GradCache encodes each chunk twice, first without gradients: count it once
+            self.tokens += int(batch.attention_mask.sum())
         return self.module(batch)
