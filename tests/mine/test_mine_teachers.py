@@ -76,3 +76,31 @@ def test_embed_actor_micro_batches_store_the_whole_batch_vectors(tmp_path):
     assert out["encoded"].tolist() == [len(texts)] and out["rows"].tolist() == [len(texts)]
     cached = EmbeddingCache(str(tmp_path), dense_identity(teacher, "document", None)).get(texts)
     np.testing.assert_allclose(cached, actor.encoder.encode_documents(texts, batch_size=len(texts)), atol=1e-5)
+
+
+def test_an_embedforge_teacher_scores_with_its_own_model_config(tiny_model_dir):
+    """A causal last-token teacher (as e5-mistral is) scores exactly as the same model loaded directly with that
+    config, not with the backbone's defaults (mean pooling, bidirectional attention)."""
+    from embedforge.config.model import ModelConfig
+    from embedforge.mine.teachers.dense import load_dense_teacher
+    from embedforge.model import load_embedder
+
+    own = {"pooling": "last", "bidirectional": False, "max_doc_length": 48}
+    teacher = TeacherConfig(kind="embedforge", model=str(tiny_model_dir), model_settings=own)
+    assert teacher.embedder_config.backbone == str(tiny_model_dir)
+    direct = load_embedder(ModelConfig(backbone=str(tiny_model_dir), **own))
+    texts = [document for _, document in PAIRS]
+    scored = load_dense_teacher(teacher).encode_documents(texts)
+    np.testing.assert_array_equal(scored, direct.encode_documents(texts))
+    bare = load_dense_teacher(TeacherConfig(kind="embedforge", model=str(tiny_model_dir))).encode_documents(texts)
+    assert not np.allclose(bare, scored, atol=1e-3)
+    assert dense_identity(teacher, "document", None) != dense_identity(
+        TeacherConfig(kind="embedforge", model=str(tiny_model_dir)), "document", None
+    )
+
+
+def test_teacher_model_settings_are_for_embedforge_teachers_and_its_own_model():
+    with pytest.raises(ValueError, match="model_settings applies to kind 'embedforge' only"):
+        TeacherConfig(kind="sentence_transformers", model="m", model_settings={"pooling": "last"})
+    with pytest.raises(ValueError, match="differs from its model"):
+        TeacherConfig(kind="embedforge", model="m", model_settings={"backbone": "other"})

@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
 
 from embedforge.config.base import Section
+from embedforge.config.model import ModelConfig
 
 TeacherKind = Literal["embedforge", "sentence_transformers", "bm25", "cross_encoder", "llm_pointwise"]
 DENSE_KINDS = ("embedforge", "sentence_transformers")
@@ -25,6 +26,13 @@ class TeacherConfig(Section):
 
     kind: TeacherKind
     model: str | None = None
+    model_settings: ModelConfig | None = Field(
+        None,
+        description="kind embedforge: the teacher's full model config (pooling, attention, instructions, lengths, "
+        "dtype), so a decoder teacher such as e5-mistral scores with its own last-token, causal, half-precision "
+        "settings; its backbone is `model`. None: the model's own (a saved embedforge folder's config, or the "
+        "backbone's defaults)",
+    )
     query_prefix: str = ""
     document_prefix: str = ""
     max_length: PositiveInt = 256
@@ -39,6 +47,13 @@ class TeacherConfig(Section):
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
 
+    @property
+    def embedder_config(self) -> ModelConfig | None:
+        """`model_settings` with the teacher's model as the backbone (kind embedforge)."""
+        if self.model_settings is None:
+            return None
+        return self.model_settings.model_copy(update={"backbone": self.model})
+
     @model_validator(mode="after")
     def _model_needed(self) -> TeacherConfig:
         if self.kind != "bm25" and not self.model:
@@ -47,6 +62,14 @@ class TeacherConfig(Section):
             raise ValueError("teacher kind 'bm25' takes no 'model'")
         if self.micro_batch_size is not None and self.kind not in DENSE_KINDS:
             raise ValueError(f"teacher kind {self.kind!r}: micro_batch_size applies to dense teachers only")
+        if self.model_settings is not None:
+            if self.kind != "embedforge":
+                raise ValueError(f"teacher kind {self.kind!r}: model_settings applies to kind 'embedforge' only")
+            if "backbone" in self.model_settings.model_fields_set and self.model_settings.backbone != self.model:
+                raise ValueError(
+                    f"teacher model_settings.backbone {self.model_settings.backbone!r} differs from its model "
+                    f"{self.model!r}; leave it out (the teacher's model is the backbone)"
+                )
         if self.kind == "llm_pointwise" and ("{query}" not in self.prompt or "{document}" not in self.prompt):
             raise ValueError("llm_pointwise 'prompt' must contain {query} and {document}")
         return self

@@ -76,18 +76,21 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
     raise ValueError(f"{path} is neither an embedforge model folder nor a Hugging Face checkpoint (no config.json)")
 
 
-def load_encoder(ref: str | Path, model_config: ModelConfig | None = None, int8: bool | None = None) -> TextEncoder:
+def load_encoder(
+    ref: str | Path, model_config: ModelConfig | None = None, int8: bool | None = None, device: str = "cpu"
+) -> TextEncoder:
     """Any `TextEncoder` for inference: sentence-transformers folders are wrapped, the rest goes to `load_embedder`.
 
-    `int8` (default: the model config's `int8_inference`) returns a CPU int8 dynamic-quantized LLM embedder.
+    `int8` (default: the model config's `int8_inference`) returns a CPU int8 dynamic-quantized LLM embedder;
+    otherwise the encoder is placed on `device`.
     LoRA adapters are merged into the weights (nothing trains through an encoder).
     """
     path = resolve_model(str(ref))
     if path.is_dir() and _is_sentence_transformers_dir(path):
         from embedforge.model.st_encoder import SentenceTransformerEncoder
 
-        return SentenceTransformerEncoder(path, name=str(ref))
+        return SentenceTransformerEncoder(path, name=str(ref), device=device)
     embedder = load_embedder(ref, model_config=model_config).merge_lora()
     if embedder.config.int8_inference if int8 is None else int8:
-        return embedder.quantize_int8()
-    return embedder
+        return embedder.quantize_int8()  # a CPU option
+    return embedder.to(device)

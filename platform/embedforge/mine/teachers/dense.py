@@ -55,9 +55,12 @@ def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncod
     if teacher.kind == "sentence_transformers":
         return SentenceTransformerTeacher(teacher, device)
     if teacher.kind == "embedforge":
-        from embedforge.model import load_encoder
+        from embedforge.model import load_embedder, load_encoder
 
-        return load_encoder(teacher.model)
+        if teacher.embedder_config is None:
+            return load_encoder(str(teacher.model), device=device)
+        # the teacher's own settings, even over a sentence-transformers folder's
+        return load_embedder(teacher.embedder_config).merge_lora().to(device)
     raise ValueError(f"teacher kind {teacher.kind!r} is not a dense embedder")
 
 
@@ -68,7 +71,8 @@ def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -
         return encoder_identity(
             teacher.model or "", "sentence_transformers", prefix, side, max_length=str(teacher.max_length)
         )
-    return encoder_identity(teacher.model or "", "embedforge", instruction or "", side)
+    settings = {"model_settings": teacher.embedder_config.model_dump_json()} if teacher.embedder_config else {}
+    return encoder_identity(teacher.model or "", "embedforge", instruction or "", side, **settings)
 
 
 def encode_side(
