@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
+from embedforge.cluster.device import assigned_device
 from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.mine.teachers.dense import dense_identity, encode_side, load_dense_teacher
@@ -30,7 +31,7 @@ class EmbedActor:
 
         self.teacher = TeacherConfig.model_validate(teacher)
         torch.set_num_threads(max(1, int(self.teacher.num_cpus)))
-        device = "cuda" if self.teacher.num_gpus > 0 else "cpu"
+        device = assigned_device()
         self.encoder = load_dense_teacher(self.teacher, device)
         self.forward_batch = self.teacher.micro_batch_size or self.teacher.batch_size
         self.cache_root = cache_root

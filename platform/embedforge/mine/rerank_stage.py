@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from embedforge.cluster.device import assigned_device
 from embedforge.config.mine import TeacherConfig
 from embedforge.mine.teachers.pairwise import load_pair_scorer
 
@@ -19,7 +20,7 @@ class _PairScoreActor:
 
         config = TeacherConfig.model_validate(teacher)
         torch.set_num_threads(max(1, int(config.num_cpus)))
-        self.scorer = load_pair_scorer(config, "cuda" if config.num_gpus > 0 else "cpu")
+        self.scorer = load_pair_scorer(config, assigned_device())
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         return self.scorer.score(pairs)

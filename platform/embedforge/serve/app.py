@@ -66,6 +66,7 @@ class EmbeddingDeployment:
     def __init__(self, config: ServeConfig, model: str, key_digests: list[bytes]) -> None:
         import torch
 
+        from embedforge.cluster.device import assigned_device
         from embedforge.model import load_encoder
 
         torch.set_num_threads(config.torch_threads or max(1, round(config.num_cpus)))
@@ -73,10 +74,12 @@ class EmbeddingDeployment:
         self.keys = KeyChecker(key_digests)
         self.metrics = ServeMetrics()
         started = time.perf_counter()
-        self.service = EmbeddingService(load_encoder(model), config, observe_batch=self.metrics.batch)
+        device = assigned_device()
+        self.service = EmbeddingService(load_encoder(model, device=device), config, observe_batch=self.metrics.batch)
         log.info(
-            "loaded %s (dimension %d) in %.1fs, API keys %s",
+            "loaded %s on %s (dimension %d) in %.1fs, API keys %s",
             model,
+            device,
             self.service.dimension,
             time.perf_counter() - started,
             "on" if self.keys.enabled else "off",
