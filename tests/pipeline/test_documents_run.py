@@ -36,9 +36,6 @@ def _documents(path: Path) -> Path:
 
 
 def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tmp_path) -> None:
-    from embedforge.data.schema import TrainingExample
-    from embedforge.model import load_encoder
-
     prepare(["tiny-llama-vllm", "tiny-bert", "all-minilm-l6-v2"])
     docs = str(_documents(tmp_path / "docs.jsonl"))
     config = load_config(
@@ -69,8 +66,20 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "serve.port=0",
         ],
     )
-    record = run_pipeline(config, tmp_path / "run")
-    run_dir = tmp_path / "run"
+    try:
+        _check_run(config, docs, tmp_path / "run")
+    finally:
+        # the deployed app holds the route prefix "/" and a CPU in the session's shared cluster
+        from ray import serve
+
+        serve.delete(config.serve.name)
+
+
+def _check_run(config, docs: str, run_dir: Path) -> None:
+    from embedforge.data.schema import TrainingExample
+    from embedforge.model import load_encoder
+
+    record = run_pipeline(config, run_dir)
     assert record["status"] == "complete", record
 
     # mined negatives come from the collection, not only from the examples' own texts
