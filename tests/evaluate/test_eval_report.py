@@ -54,9 +54,19 @@ def test_markdown_json_and_png_are_written(tmp_path):
     report = build_report(RESULTS, baseline="C")
     paths = write_report(report, tmp_path)
     markdown = paths["markdown"].read_text()
-    assert "| sts1 | sts | cosine_spearman | 80.00 | 70.00 | 10.00 |" in markdown
+    assert "| sts1 | sts | - | cosine_spearman | 80.00 | 70.00 | 10.00 |" in markdown
     assert "| 1 | B | 4.5 | 60.00 |" in markdown
     assert "## Deltas vs `C`" in markdown and "| ret | +20.00 | +40.00 |" in markdown
     assert json.loads(paths["json"].read_text())["ranking"] == ["B", "A", "C"]
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert to_markdown(build_report(RESULTS)).count("Deltas") == 0
+
+
+def test_left_out_and_in_distribution_tasks_are_labelled_and_averaged_apart():
+    report = build_report(RESULTS, provenance={"sts1": "in-distribution", "sts2": "left out", "ret": "left out"})
+    assert report["tasks"]["sts1"]["data"] == "in-distribution"
+    assert report["average_by_data"]["left out"]["A"] == pytest.approx((0.6 + 0.3) / 2)
+    assert report["average_by_data"]["in-distribution"]["B"] == pytest.approx(0.7)
+    markdown = to_markdown(report)
+    assert "| sts2 | sts | left out | cosine_spearman |" in markdown
+    assert "**average (left out tasks)** | 45.00 | 55.00 | 15.00 |" in markdown

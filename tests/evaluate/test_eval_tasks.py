@@ -166,3 +166,25 @@ def test_config_validation_names_the_problem():
         EvaluateConfig(
             custom_tasks=[CustomTask(name="t", family="sts", path="a"), CustomTask(name="t", family="sts", path="b")]
         )
+
+
+def test_provenance_labels_tasks_by_what_the_config_trains_on():
+    from pathlib import Path
+
+    from embedforge.config import load_config
+    from embedforge.evaluate.registry import IN_DISTRIBUTION, LEFT_OUT, task_provenance
+
+    config = load_config(
+        Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml",
+        [
+            "data.sources=[{name: nli, kind: shared, path: sick_nli, split: train}, {name: s, kind: run, path: synth}]",
+            "mine.sources=[nli]",
+            "train.stages=[{name: one, datasets: [{source: nli}, {source: s}], steps: 1, batch_size: 2}]",
+        ],
+    )
+    # SICK's STS task is another view of the SICK sentences the run trained on: in-distribution, not left out
+    assert task_provenance("sick", config) == IN_DISTRIBUTION
+    assert task_provenance("sick_nli", config) == IN_DISTRIBUTION
+    assert task_provenance("stsb", config) == LEFT_OUT
+    assert task_provenance("emotion_clustering", config) == LEFT_OUT
+    assert task_provenance(HELDOUT_TASK, config) == LEFT_OUT

@@ -101,3 +101,59 @@ def test_bad_input_is_refused_with_a_clear_error():
         SelectionConfig(num_negatives=8, candidate_k=4)
     with pytest.raises(ValueError, match="start is after end"):
         SelectionConfig(rank_range=(5, 2))
+
+
+def test_mined_levels_grade_the_teacher_ranking_in_four_bands():
+    from embedforge.mine.selection import mined_levels
+
+    assert mined_levels(8) == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert mined_levels(1) == [1]
+    assert mined_levels(0) == []
+
+
+def test_mining_keeps_the_generators_level_tagged_negatives_and_the_curriculum_draws_them(tmp_path):
+    """MGH 2.1 / 4.1 end to end through mining's own example builder: the synthetic negatives keep levels 1..4
+    ahead of the mined ones (graded by rank band), and a `mgh` stage trains level 4 first and level 1 last."""
+    import json
+    import math
+
+    from embedforge.config.train import StageConfig
+    from embedforge.data.schema import TrainingExample
+    from embedforge.mine.miner import QueryResult
+    from embedforge.mine.pools import MiningPool
+    from embedforge.mine.run import _mined_example
+    from embedforge.mine.selection import Selection, merge_negatives
+    from embedforge.train.batching import StagePlan
+
+    pool = MiningPool(doc_instruction=None)
+    examples = []
+    for i in range(12):
+        given = [f"q{i} level {level}" for level in (1, 2, 3, 4)]
+        ex = TrainingExample(
+            id=f"e{i}", task_name="synthetic", task_type="retrieval", instruction="", query=f"query {i}",
+            positive=f"positive {i}", negatives=given, negative_levels=[1, 2, 3, 4],
+        )  # fmt: skip
+        for text in [ex.positive, *given]:
+            pool.doc_id(text)
+        mined = [pool.doc_id(f"mined {i} {r}") for r in range(2)] + [pool.doc_id(given[0])]  # the teacher found N1
+        scores = {pool.doc_id(ex.positive): 0.9, **dict(zip(mined, (0.7, 0.6, 0.8), strict=True))}
+        result = QueryResult(Selection(kept=[0, 1, 2], scores=[0.7, 0.6, 0.8]), mined, scores)
+        out = _mined_example(ex, result, pool, {"teachers": "t"}, keep_given=True)
+        assert out.negatives == [*given, f"mined {i} 0", f"mined {i} 1"]
+        assert out.negative_levels == [1, 2, 3, 4, 1, 2]
+        assert out.negative_scores[0] == pytest.approx(0.8) and math.isnan(out.negative_scores[1])
+        assert json.loads(out.provenance)["mining"]["given_negatives"] == 4
+        replaced = _mined_example(ex, result, pool, {}, keep_given=False)
+        assert replaced.negatives == [f"mined {i} 0", f"mined {i} 1", given[0]] and replaced.negative_levels == [
+            1,
+            2,
+            3,
+        ]
+        examples.append(out)
+    stage = StageConfig(name="s", datasets=[{"source": "synthetic"}], steps=8, batch_size=2, num_negatives=1,
+                        curriculum="mgh")  # fmt: skip
+    plan = StagePlan({"synthetic": examples}, stage, 1, seed=0)
+    drawn = [[n.rsplit(" ", 1)[-1] for item in plan.batch(s, 0).items for n in item.negatives] for s in range(8)]
+    assert drawn[0] == ["4", "4"] and drawn[-1] == ["1", "1"]
+    with pytest.raises(ValueError, match="3 levels for 4 given"):
+        merge_negatives(["a", "b", "c", "d"], [1, 2, 3], [], [])

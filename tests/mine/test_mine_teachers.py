@@ -104,3 +104,29 @@ def test_teacher_model_settings_are_for_embedforge_teachers_and_its_own_model():
         TeacherConfig(kind="sentence_transformers", model="m", model_settings={"pooling": "last"})
     with pytest.raises(ValueError, match="differs from its model"):
         TeacherConfig(kind="embedforge", model="m", model_settings={"backbone": "other"})
+
+
+def test_a_teacher_replaced_at_the_same_path_misses_the_embedding_cache(tmp_path, tiny_model_dir):
+    """The cache identity carries the teacher's weights fingerprint, not only its path (stale vectors otherwise)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from embedforge.mine.teachers.dense import load_dense_teacher
+
+    folder = tmp_path / "teacher"
+    shutil.copytree(tiny_model_dir, folder)
+    teacher = TeacherConfig(kind="embedforge", model=str(folder))
+    texts = [document for _, document in PAIRS]
+    cache = EmbeddingCache(str(tmp_path / "cache"), dense_identity(teacher, "document", None))
+    cache.put(texts, load_dense_teacher(teacher).encode_documents(texts))
+    assert cache.missing(texts) == []
+
+    weights = next(folder.glob("*.safetensors"))
+    state = load_file(weights)
+    save_file({k: v + 0.01 * torch.randn_like(v) for k, v in state.items()}, weights, metadata={"format": "pt"})
+    replaced = EmbeddingCache(str(tmp_path / "cache"), dense_identity(teacher, "document", None))
+    assert replaced.missing(texts) == list(range(len(texts)))
+    # the same folder untouched keeps its identity (a re-run reuses every vector)
+    assert dense_identity(teacher, "document", None) == replaced.identity

@@ -48,6 +48,11 @@ class EvaluateConfig(Section):
         "rest up to this many; None keeps the whole corpus",
     )
     test_fraction: float = Field(0.2, gt=0, lt=1, description="test share of one-file classification sets")
+    contamination: Literal["drop", "mark"] = Field(
+        "drop",
+        description="scored units the run trained on (evaluate/contamination.py): drop them before scoring, or keep "
+        "them and label the task contaminated",
+    )
     seed: int = 0
     batch_size: PositiveInt = 32
     concurrency: PositiveInt = Field(1, description="Ray workers per model, each holding a copy of the model")

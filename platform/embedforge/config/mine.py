@@ -89,6 +89,11 @@ class SelectionConfig(Section):
     num_negatives: PositiveInt = 7
     min_negatives: PositiveInt = Field(1, description="queries keeping fewer negatives are dropped")
     candidate_k: PositiveInt = 30
+    keep_given_negatives: bool = Field(
+        True,
+        description="keep an example's own negatives (NLI contradictions, the generator's level-tagged MGH "
+        "negatives) ahead of the mined ones; false: mined negatives replace them",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SelectionConfig:

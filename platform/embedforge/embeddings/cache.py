@@ -29,6 +29,27 @@ import numpy as np
 KEY_BYTES = 16
 
 
+def model_fingerprint(ref: str) -> str:
+    """`ref` plus a digest of what its weights folder holds (every file's relative path, size and modification
+    time), so a model replaced at the same path or bundled name never reuses the old model's vectors. Remote
+    references (an HTTP endpoint) and references that do not resolve to files are returned as they are."""
+    if ref.startswith(("http://", "https://")):
+        return ref
+    from embedforge.paths import resolve_model
+
+    try:
+        path = resolve_model(ref)
+    except (FileNotFoundError, ValueError):
+        return ref
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    digest = hashlib.blake2b(digest_size=8)
+    for file in files:
+        stat = file.stat()
+        name = file.name if file == path else str(file.relative_to(path))
+        digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return f"{ref}@{digest.hexdigest()}"
+
+
 def encoder_identity(model: str, pooling: str = "", prefix: str = "", side: str = "", **extra: str) -> str:
     """A canonical string naming everything that changes an embedding besides the text itself."""
     return json.dumps({"model": model, "pooling": pooling, "prefix": prefix, "side": side, **extra}, sort_keys=True)

@@ -12,20 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedforge.embeddings.cache import EmbeddingCache, encoder_identity
+from embedforge.embeddings.cache import EmbeddingCache, encoder_identity, model_fingerprint
 from embedforge.model.protocol import TextEncoder
-
-
-def model_fingerprint(ref: str) -> str:
-    """`ref` plus, for a local folder or file, the newest modification time of what it holds."""
-    if ref.startswith(("http://", "https://", "bundled:")):
-        return ref
-    path = Path(ref).expanduser()
-    if not path.exists():
-        return ref
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    newest = max((p.stat().st_mtime_ns for p in files), default=0)
-    return f"{path.resolve()}@{newest}"
 
 
 class CachedEncoder:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import CustomTask, EvaluateConfig
 from embedforge.data.beir import BeirDataset, read_beir
 from embedforge.data.schema import LabelledText, NliPair, ScoredPair
@@ -61,10 +62,35 @@ SHARED_TASKS: dict[str, SharedTask] = {
     "banking77_clustering": SharedTask(
         "banking77", "clustering", "train", instruction="Identify the intent of the given online banking query"
     ),
+    "emotion_clustering": SharedTask(
+        "emotion", "clustering", "val", instruction="Identify the emotion expressed in the given text"
+    ),
     "wikiqa": SharedTask("wikiqa", "reranking", "dev"),
     "trec_dl_msmarco_subset": SharedTask("trec_dl_msmarco_subset", "retrieval", "test"),
     "dbpedia_entity_subset": SharedTask("dbpedia_entity_subset", "retrieval", "test"),
 }
+
+
+IN_DISTRIBUTION = "in-distribution"
+LEFT_OUT = "left out"
+CONTAMINATED = "contaminated"  # scored units the run trained on (evaluate/contamination.py): never a real score
+
+
+def task_provenance(name: str, config: EmbedforgeConfig) -> str:
+    """Whether the run trained on the dataset a task is built from (`in-distribution`: another split of a training
+    set, or the same file) or left it out (`left out`): generalisation is judged on left-out tasks only.
+
+    The synthetic held-out slice is left out by construction (synth keeps its documents' queries out of training)."""
+    if name == HELDOUT_TASK:
+        return LEFT_OUT
+    trained_folders = {get_shared(s.path).folder for s in config.data.sources if s.kind == "shared"}
+    trained_paths = {str(resolve_data_path(s.path)) for s in config.data.sources if s.kind not in ("shared", "run")}
+    if name in SHARED_TASKS:
+        return IN_DISTRIBUTION if get_shared(SHARED_TASKS[name].dataset).folder in trained_folders else LEFT_OUT
+    custom = {t.name: t for t in config.evaluate.custom_tasks}
+    if name in custom and str(resolve_data_path(custom[name].path)) in trained_paths:
+        return IN_DISTRIBUTION
+    return LEFT_OUT
 
 
 def available_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[str]:

@@ -28,8 +28,17 @@ def borda(scores: dict[str, dict[str, float]], models: list[str]) -> dict[str, f
     return points
 
 
-def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | None = None) -> dict[str, Any]:
-    """`results[model][task]` = {"family", "main_metric", "main_score", "metrics", ...} -> the report dict."""
+def build_report(
+    results: dict[str, dict[str, dict[str, Any]]],
+    baseline: str | None = None,
+    provenance: dict[str, str] | None = None,
+    contamination: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """`results[model][task]` = {"family", "main_metric", "main_score", "metrics", ...} -> the report dict.
+
+    `provenance[task]` ("left out" / "in-distribution", see `registry.task_provenance`) labels each task and gives
+    an average per label, so scores on data the run trained on never mix with scores on data it never saw.
+    `contamination[task]` counts the task's scored units found in the run's training data."""
     models = list(results)
     if baseline is not None and baseline not in results:
         raise ValueError(f"baseline {baseline!r} was not evaluated; evaluated models: {models}")
@@ -41,6 +50,7 @@ def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | 
             "family": any_result["family"],
             "main_metric": any_result["main_metric"],
             "scores": {m: results[m][t]["main_score"] for m in models if t in results[m]},
+            "data": (provenance or {}).get(t),
         }
     families: dict[str, dict[str, float]] = {}
     for fam in FAMILIES:
@@ -54,6 +64,10 @@ def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | 
     average = {
         m: float(np.mean([tasks[t]["scores"][m] for t in task_names if m in tasks[t]["scores"]])) for m in models
     }
+    by_provenance = {
+        label: {m: _mean_over(tasks, [t for t in task_names if tasks[t]["data"] == label], m) for m in models}
+        for label in dict.fromkeys(tasks[t]["data"] for t in task_names if tasks[t]["data"])
+    }
     points = borda({t: tasks[t]["scores"] for t in task_names}, models)
     ranking = sorted(models, key=lambda m: (-points[m], -average[m]))
     report: dict[str, Any] = {
@@ -61,6 +75,8 @@ def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | 
         "tasks": tasks,
         "families": families,
         "average": average,
+        "average_by_data": by_provenance,
+        "contamination": {t: n for t, n in (contamination or {}).items() if n},
         "borda": points,
         "ranking": ranking,
         "baseline": baseline,
@@ -77,6 +93,11 @@ def build_report(results: dict[str, dict[str, dict[str, Any]]], baseline: str | 
             if m != baseline
         }
     return report
+
+
+def _mean_over(tasks: dict[str, Any], names: list[str], model: str) -> float | None:
+    values = [tasks[t]["scores"][model] for t in names if model in tasks[t]["scores"]]
+    return float(np.mean(values)) if values else None
 
 
 def _pct(value: float | None) -> str:
@@ -99,13 +120,27 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     rows = [
-        [t, info["family"], info["main_metric"], *(_pct(info["scores"].get(m)) for m in models)]
+        [
+            t,
+            info["family"],
+            info.get("data") or "-",
+            info["main_metric"],
+            *(_pct(info["scores"].get(m)) for m in models),
+        ]
         for t, info in report["tasks"].items()
     ]
-    lines += _table(["task", "family", "metric", *models], rows)
+    lines += _table(["task", "family", "data", "metric", *models], rows)
+    if report.get("contamination"):
+        seen = ", ".join(f"{t} {n}" for t, n in report["contamination"].items())
+        lines += [
+            "",
+            f"Scored units found in the run's training data (dropped or marked, evaluate.contamination): {seen}.",
+        ]
     lines += ["", "## Per family", ""]
     rows = [[fam, *(_pct(avg.get(m)) for m in models)] for fam, avg in report["families"].items()]
     rows.append(["**average (all tasks)**", *(_pct(report["average"][m]) for m in models)])
+    for label, avg in report.get("average_by_data", {}).items():
+        rows.append([f"**average ({label} tasks)**", *(_pct(avg.get(m)) for m in models)])
     lines += _table(["family", *models], rows)
     lines += ["", "## Borda ranking (LGAI-Embedding 5.1)", ""]
     rows = [

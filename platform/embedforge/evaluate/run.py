@@ -17,7 +17,8 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
-from embedforge.evaluate.registry import build_task, selected_tasks
+from embedforge.evaluate.contamination import run_training_texts
+from embedforge.evaluate.registry import CONTAMINATED, build_task, selected_tasks, task_provenance
 from embedforge.evaluate.report import build_report, to_markdown, write_report
 from embedforge.evaluate.tasks import RerankingTask, RetrievalTask, Task
 from embedforge.runs.stage import StageRun
@@ -201,7 +202,19 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         return json.loads((stage.dir / "manifest.json").read_text())
     stage.start()
     t0 = time.time()
-    tasks = [_limited(build_task(n, ev, run_dir), config) for n in names]
+    # no score on training data: every scored unit is checked against the texts the run trained on, before sampling
+    seen = run_training_texts(config, run_dir) if TRAINED in refs else None
+    full = [build_task(n, ev, run_dir) for n in names]
+    contamination = {t.name: seen.contaminated_units(t) for t in full} if seen is not None else {}
+    if seen is not None and ev.contamination == "drop":
+        full = [seen.decontaminated(t) for t in full]
+    marked = {n for n, units in contamination.items() if units and ev.contamination == "mark"}
+    provenance = {n: CONTAMINATED if n in marked else task_provenance(n, config) for n in names}
+    for task, units in contamination.items():
+        if units:
+            action = "dropped before scoring" if ev.contamination == "drop" else "task marked contaminated"
+            log.warning("evaluate: %d scored units of %s are in the run's training data: %s", units, task, action)
+    tasks = [_limited(t, config) for t in full]
     stage.time("build_tasks", time.time() - t0)
     log.info(
         "evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}" for t in tasks)
@@ -215,7 +228,7 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         t0 = time.time()
         results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", attempt)
         stage.time(f"model:{name}", time.time() - t0)
-    report = build_report(results, ev.baseline_for_deltas)
+    report = build_report(results, ev.baseline_for_deltas, provenance, contamination)
     paths = write_report(report, stage.dir)
     print(to_markdown(report))
     return stage.complete(
@@ -223,5 +236,9 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         report={k: str(v) for k, v in paths.items()},
         ranking=report["ranking"],
         average=report["average"],
+        average_by_data=report["average_by_data"],
+        data={t: info["data"] for t, info in report["tasks"].items()},
+        contamination={"policy": ev.contamination, "units": contamination},
+        contaminated_eval_rows=len(marked),
         scores={t: info["scores"] for t, info in report["tasks"].items()},
     )

@@ -34,6 +34,7 @@ from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
 from embedforge.mine.index import build_index, chunks
 from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
 from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
+from embedforge.mine.selection import merge_negatives
 from embedforge.mine.stats import MiningStats
 from embedforge.mine.teachers.dense import dense_identity
 from embedforge.mine.teachers.lexical import BM25Teacher
@@ -130,16 +131,25 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
 
 
 def _mined_example(
-    ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any]
+    ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any], keep_given: bool
 ) -> TrainingExample:
-    scores = result.scores
-    prov = {**ex.provenance_dict(), "mining": provenance}
+    """The example with its negatives: its own (when kept) first, then the mined ones, each with a level and the
+    teacher's score (NaN for a given negative the teacher did not score among its candidates)."""
+    given = [n for n in ex.negatives if n.strip()] if keep_given else []
+    levels = ex.negative_levels if keep_given and len(ex.negative_levels) == len(ex.negatives) else []
+    mined = [pool.corpus[d] for d in result.candidate_ids]
+    merged = merge_negatives(given, levels, mined, result.selection.scores)
+    # a given negative is in the pool (build_pools adds every negative): its score, when the teacher scored it
+    scores = [
+        result.scores.get(pool.doc_id(n), math.nan) if math.isnan(score) else score for n, (_, score) in merged.items()
+    ]
+    prov = {**ex.provenance_dict(), "mining": {**provenance, "given_negatives": len(given)}}
     return replace(
         ex,
-        negatives=[pool.corpus[d] for d in result.candidate_ids],
-        negative_levels=[],
-        negative_scores=[float(s) for s in result.selection.scores],
-        positive_score=float(scores[pool.doc_id(ex.positive)]),
+        negatives=list(merged),
+        negative_levels=[level for level, _ in merged.values()],
+        negative_scores=[float(s) for s in scores],
+        positive_score=float(result.scores[pool.doc_id(ex.positive)]),
         provenance=json.dumps(prov, ensure_ascii=False),
     )
 
@@ -234,15 +244,16 @@ class _Miner:
             results = dict(zip(keys, miner.mine(keys, self.config.mine.seed), strict=True))
             stats, out = MiningStats(), []
             counted: set[QueryKey] = set()
+            keep_given = self.config.mine.selection.keep_given_negatives
             for ex in rows:
                 result = results[query_key(ex)]
                 kept = len(result.selection.kept) >= self.config.mine.selection.min_negatives
-                mined = _mined_example(ex, result, pool, self.provenance) if kept else None
+                mined = _mined_example(ex, result, pool, self.provenance, keep_given) if kept else None
                 first = query_key(ex) not in counted
                 counted.add(query_key(ex))
                 stats.add(
                     mined.positive_score if mined else 0.0,
-                    list(mined.negative_scores) if mined else [],
+                    list(result.selection.scores) if mined else [],
                     result.selection.drops if first else {},
                     kept,
                 )

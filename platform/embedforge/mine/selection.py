@@ -11,6 +11,7 @@ top `num_negatives` survivors, or a seeded random sample of them (`sampling: ran
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,3 +101,32 @@ def select_negatives(
     else:
         kept = survivors[: config.num_negatives]
     return Selection(kept=kept, scores=[float(scores[i]) for i in kept], drops=drops)
+
+
+NUM_LEVELS = 4  # MGH 2.1: negatives graded N1 (hardest) .. N4 (easiest)
+
+
+def mined_levels(count: int) -> list[int]:
+    """MGH levels for mined negatives listed hardest first: four equal bands of the teacher's ranking, N1 .. N4."""
+    return [1 + (NUM_LEVELS * i) // count for i in range(count)]
+
+
+def merge_negatives(
+    given: Sequence[str], given_levels: Sequence[int], mined: Sequence[str], mined_scores: Sequence[float]
+) -> dict[str, tuple[int, float]]:
+    """Negative text -> (MGH level, teacher score), the example's given negatives first, then the mined ones.
+
+    Given negatives (an NLI contradiction, the generator's level-tagged negatives, MGH 2.1) keep their levels;
+    without levels they are N1, the hardest: the data itself says they are close but wrong. Their score is NaN
+    here (the caller fills in the teacher's when it has one). Mined negatives get levels from their rank bands
+    (`mined_levels`); a mined text that is also given is kept once, as given."""
+    if given_levels and len(given_levels) != len(given):
+        raise ValueError(f"{len(given_levels)} levels for {len(given)} given negatives")
+    if len(mined) != len(mined_scores):
+        raise ValueError(f"{len(mined)} mined negatives but {len(mined_scores)} scores")
+    merged: dict[str, tuple[int, float]] = {}
+    for i, text in enumerate(given):
+        merged.setdefault(text, (int(given_levels[i]) if given_levels else 1, math.nan))
+    for text, level, score in zip(mined, mined_levels(len(mined)), mined_scores, strict=True):
+        merged.setdefault(text, (level, float(score)))
+    return merged

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embedforge.config.mine import TeacherConfig
-from embedforge.embeddings.cache import encoder_identity
+from embedforge.embeddings.cache import encoder_identity, model_fingerprint
 from embedforge.model.protocol import TextEncoder
 
 
@@ -65,14 +65,15 @@ def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncod
 
 
 def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -> str:
-    """Cache identity of one side: queries always carry the instruction; documents only for symmetric tasks."""
+    """Cache identity of one side: queries always carry the instruction; documents only for symmetric tasks.
+
+    The teacher's weights fingerprint is part of it: a teacher replaced at the same path misses the cache."""
+    model = model_fingerprint(teacher.model or "")
     if teacher.kind == "sentence_transformers":
         prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
-        return encoder_identity(
-            teacher.model or "", "sentence_transformers", prefix, side, max_length=str(teacher.max_length)
-        )
+        return encoder_identity(model, "sentence_transformers", prefix, side, max_length=str(teacher.max_length))
     settings = {"model_settings": teacher.embedder_config.model_dump_json()} if teacher.embedder_config else {}
-    return encoder_identity(teacher.model or "", "embedforge", instruction or "", side, **settings)
+    return encoder_identity(model, "embedforge", instruction or "", side, **settings)
 
 
 def encode_side(
