@@ -54,7 +54,7 @@ def _config(model: str, steps: int, batch: int, workers: int, gradcache_chunk: i
 def _examples(config):
     from embedforge.train.examples import load_training_examples
 
-    return load_training_examples(config, Path(tempfile.mkdtemp()))[0]
+    return load_training_examples(config, Path(tempfile.mkdtemp())).examples
 
 
 def _runner(config):

@@ -34,8 +34,11 @@ def server(tiny_encoder):
             if body["input"] == ["fail"]:
                 self._send(422, {"error": {"message": "`input` rejected"}})
                 return
-            encode = tiny_encoder.encode_queries if body["input_type"] == "query" else tiny_encoder.encode_documents
-            vectors = encode(body["input"], task=body.get("instruction"))
+            if body["input_type"] == "query":
+                demos = [(d["query"], d["document"]) for d in body.get("demonstrations", [])]
+                vectors = tiny_encoder.encode_queries(body["input"], task=body.get("instruction"), examples=demos)
+            else:
+                vectors = tiny_encoder.encode_documents(body["input"], task=body.get("instruction"))
             data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
             self._send(200, {"object": "list", "data": data[::-1], "model": "tiny"})  # any order: sorted by index
 
@@ -113,3 +116,32 @@ def test_model_reference_options(tiny_model_dir):
         last.encode_documents(["some words here"]),
         load_model("bundled:tiny-llama").encode_documents(["some words here"]),
     )
+
+
+def test_evaluation_demonstrations_reach_every_encoder_and_key_the_cache(tmp_path, tiny_encoder, server, shared_data):
+    """LGAI 4.2 at evaluation: evaluate.demonstrations reach the task, every encoder kind renders them before the
+    instruction, and cached vectors with and without them never mix."""
+    from embedforge.config.evaluate import EvaluateConfig
+    from embedforge.evaluate.registry import build_task, selected_tasks
+    from embedforge.evaluate.scoring import score_task
+
+    demos = [("a man is playing a guitar", "someone plays music")]
+    config = EvaluateConfig(tasks=["stsb"], demonstrations={"stsb": demos})
+    task = build_task("stsb", config).limit(12)
+    assert task.demonstrations == demos and build_task("sick", config).demonstrations == []
+    with pytest.raises(ValueError, match=r"evaluate.demonstrations: unknown task\(s\) \['stsbb'\]"):
+        selected_tasks(EvaluateConfig(tasks=["stsb"], demonstrations={"stsbb": demos}))
+
+    texts = ["a woman slices a tomato", "a dog runs"]
+    with_demos = tiny_encoder.encode_queries(texts, task="T", examples=demos)
+    assert float(with_demos[0] @ tiny_encoder.encode_queries(texts, task="T")[0]) < 0.9999
+    url, seen = server
+    np.testing.assert_allclose(HTTPEncoder(url).encode_queries(texts, task="T", examples=demos), with_demos, atol=1e-5)
+    assert seen[-1]["demonstrations"] == [{"query": demos[0][0], "document": demos[0][1]}]
+    cached = CachedEncoder(tiny_encoder, "bundled:tiny-llama", tmp_path)
+    cached.encode_queries(texts, task="T")
+    np.testing.assert_allclose(cached.encode_queries(texts, task="T", examples=demos), with_demos, atol=1e-6)
+    assert cached.misses == 4  # the demonstrations are part of the cache key
+
+    bare = score_task(build_task("stsb", EvaluateConfig()).limit(12), tiny_encoder)["main_score"]
+    assert score_task(task, tiny_encoder)["main_score"] != bare

@@ -9,7 +9,7 @@ from embedforge.data.converters import make_example
 from embedforge.data.io import write_jsonl, write_parquet
 from embedforge.data.schema import TrainingExample
 from embedforge.data.shared import SHARED_DATASETS
-from embedforge.data.sources import convert_source, load_source
+from embedforge.data.sources import convert_source, load_source, source_drops
 from embedforge.runs.stage import StageRun
 
 FAMILY_TYPES = {
@@ -26,7 +26,7 @@ FAMILY_TYPES = {
 def test_every_shared_dataset_converts(shared_data, name):
     dataset = SHARED_DATASETS[name]
     source = DataSource(name=f"my-{name}", kind="shared", path=name, max_examples=50)
-    examples = load_source(source, None)
+    examples = load_source(source, None).examples
     assert len(examples) == 50
     assert {e.task_name for e in examples} == {f"my-{name}"}
     assert {e.task_type for e in examples} == {FAMILY_TYPES[dataset.family]}
@@ -43,9 +43,9 @@ def test_overrides_sampling_and_determinism(shared_data):
     source = DataSource(
         name="nli", kind="shared", path="snli", split="test", task_type="nli", instruction="Find it", max_examples=20
     )
-    first, second = load_source(source, None, seed=3), load_source(source, None, seed=3)
+    first, second = load_source(source, None, seed=3).examples, load_source(source, None, seed=3).examples
     assert [e.id for e in first] == [e.id for e in second]
-    assert [e.id for e in load_source(source, None, seed=4)] != [e.id for e in first]
+    assert [e.id for e in load_source(source, None, seed=4).examples] != [e.id for e in first]
     assert {(e.task_type, e.instruction) for e in first} == {("nli", "Find it")}
     converted = convert_source(source.model_copy(update={"max_examples": None}), None)
     assert converted.drops["neutral label"] > 3000
@@ -53,14 +53,29 @@ def test_overrides_sampling_and_determinism(shared_data):
     assert convert_source(source, None).drops["over max_examples"] == len(converted.examples) - 20
 
 
+def test_rows_lost_and_sources_short_of_max_examples_are_named_for_the_manifest(shared_data):
+    """No silent loss: what a stage manifest (and so pipeline.json) shows for a source, beyond the log line."""
+    source = DataSource(name="nli", kind="shared", path="snli", split="test", max_examples=5000)
+    converted = load_source(source, None)
+    drops = source_drops(source, converted)
+    assert drops["source nli: neutral label"] == converted.drops["neutral label"] > 3000
+    assert drops["source nli: short of max_examples 5000"] == 5000 - len(converted.examples)
+    sampled = source.model_copy(update={"max_examples": 20})
+    assert source_drops(sampled, load_source(sampled, None)) == {
+        k: v for k, v in drops.items() if "short of" not in k
+    }  # a sample asked for is no loss
+
+
 def test_files_beir_and_run_sources(shared_data, tmp_path):
     rows = [make_example("old", "retrieval", "inst", f"q{i}", f"p{i}") for i in range(3)]
     write_parquet(rows, tmp_path / "ex.parquet", TrainingExample)
     write_jsonl(rows, tmp_path / "ex.jsonl")
     for kind in ("parquet", "jsonl"):
-        got = load_source(DataSource(name="mine", kind=kind, path=str(tmp_path / f"ex.{kind}"), task_type="sts"))
+        got = load_source(
+            DataSource(name="mine", kind=kind, path=str(tmp_path / f"ex.{kind}"), task_type="sts")
+        ).examples
         assert [(e.task_name, e.task_type, e.query) for e in got] == [("mine", "sts", f"q{i}") for i in range(3)]
-    beir = load_source(DataSource(name="db", kind="beir", path="dbpedia_entity_subset"))
+    beir = load_source(DataSource(name="db", kind="beir", path="dbpedia_entity_subset")).examples
     assert len(beir) == 880 and {e.max_relevance for e in beir} == {2.0}
 
     source = DataSource(name="synthetic", kind="run", path="synth")
@@ -72,7 +87,7 @@ def test_files_beir_and_run_sources(shared_data, tmp_path):
     stage.start()
     stage.write_shard(0, rows, TrainingExample)
     stage.complete()
-    assert [e.task_name for e in load_source(source, tmp_path / "run")] == ["synthetic"] * 3
+    assert [e.task_name for e in load_source(source, tmp_path / "run").examples] == ["synthetic"] * 3
 
 
 def test_documents_kind_is_refused_with_a_reason():

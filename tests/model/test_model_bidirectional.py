@@ -55,8 +55,11 @@ def test_unsupported_architecture_is_refused():
 
 @pytest.mark.parametrize("pooling", ["mean", "last", "ata"])
 @pytest.mark.parametrize("padding_side", ["left", "right"])
-def test_padded_batch_equals_single_inputs(tiny_model_dir, pooling, padding_side):
-    config = ModelConfig(backbone=str(tiny_model_dir), pooling=pooling)
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_padded_batch_equals_single_inputs(tiny_model_dir, pooling, padding_side, bidirectional):
+    """Every pooling (ATA's anchor weights included, MGH 2.2) sees the same tokens in a padded batch as in a batch of
+    one, whichever side pads and whichever way attention runs: the per-sequence encoding is the reference."""
+    config = ModelConfig(backbone=str(tiny_model_dir), pooling=pooling, bidirectional=bidirectional)
     embedder = load_embedder(config)
     embedder.padding_side = padding_side
     texts = ["a", "a much longer text that needs padding on the others", "mid length text"]

@@ -17,7 +17,23 @@ def parse(payload, **limits):
 
 def test_truncate_mode_cuts_long_inputs_to_the_character_limit():
     req = parse({"model": "m", "input": ["abcdefghij", "xyz"]}, max_chars_per_input=4, on_too_long="truncate")
-    assert req.texts == ["abcd", "xyz"]
+    assert req.texts == ["abcd", "xyz"] and req.truncate
+
+
+def test_a_too_long_input_is_an_error_unless_the_request_asks_for_truncation():
+    """TEI's `truncate`: an error by default, truncation on request, and the request overrides the config default."""
+    import pytest
+
+    from embedforge.serve.errors import APIError
+
+    with pytest.raises(APIError) as err:
+        parse({"model": "m", "input": ["abcdefghij"]}, max_chars_per_input=4)
+    assert err.value.status == 413 and "limit is 4" in err.value.message
+    assert parse({"model": "m", "input": ["abcdefghij"], "truncate": True}, max_chars_per_input=4).texts == ["abcd"]
+    with pytest.raises(APIError):
+        parse({"model": "m", "input": ["abcdefghij"], "truncate": False}, max_chars_per_input=4, on_too_long="truncate")
+    with pytest.raises(APIError, match="`truncate` must be true or false"):
+        parse({"model": "m", "input": ["a"], "truncate": "yes"})
 
 
 def test_defaults_and_extensions():
@@ -53,3 +69,25 @@ def test_truncate_dimensions_renormalises():
     out = truncate_dimensions(vectors, 2)
     np.testing.assert_allclose(out, [[0.6, 0.8], [1.0, 0.0]], rtol=1e-6)
     assert truncate_dimensions(vectors, None) is vectors
+
+
+def test_demonstrations_are_checked():
+    import pytest
+
+    from embedforge.serve.errors import APIError
+
+    demo = {"query": "q", "document": "d"}
+    req = parse({"model": "m", "input": ["x"], "input_type": "query", "demonstrations": [demo, demo]})
+    assert req.demonstrations == (("q", "d"), ("q", "d"))
+    bad = [
+        ({"input_type": "document", "demonstrations": [demo]}, 422, "apply to queries"),
+        ({"input_type": "query", "demonstrations": {"query": "q"}}, 422, "must be a list"),
+        ({"input_type": "query", "demonstrations": [{"query": "q"}]}, 422, "exactly `query` and `document`"),
+        ({"input_type": "query", "demonstrations": [{"query": "q", "document": " "}]}, 422, "non-empty string"),
+        ({"input_type": "query", "demonstrations": [demo] * 17}, 413, "the limit is 16"),
+        ({"input_type": "query", "demonstrations": [{"query": "q" * 9000, "document": "d"}]}, 413, "characters"),
+    ]
+    for extra, status, message in bad:
+        with pytest.raises(APIError) as err:
+            parse({"model": "m", "input": ["x"], **extra})
+        assert err.value.status == status and message in err.value.message, extra

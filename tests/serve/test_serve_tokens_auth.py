@@ -16,26 +16,30 @@ def tokenizer(minilm_dir):
 
 
 def test_counts_include_special_tokens(tokenizer):
-    limiter = TokenLimiter(tokenizer, 16, "reject")
-    texts, counts = limiter.apply(["hello world", "a"])
+    limiter = TokenLimiter(tokenizer, 16)
+    texts, counts = limiter.apply(["hello world", "a"], truncate=False)
     assert texts == ["hello world", "a"]
     assert counts == [len(tokenizer("hello world")["input_ids"]), 3]
 
 
 def test_truncate_cuts_at_a_token_boundary(tokenizer):
-    limiter = TokenLimiter(tokenizer, 6, "truncate")
-    (text,), (count,) = limiter.apply(["one two three four five six seven"])
+    limiter = TokenLimiter(tokenizer, 6)
+    (text,), (count,) = limiter.apply(["one two three four five six seven"], truncate=True)
     assert count == 6
     assert text == "one two three four"
     assert len(tokenizer(text)["input_ids"]) == 6
 
 
 def test_reject_names_the_input_and_limit(tokenizer):
-    limiter = TokenLimiter(tokenizer, 6, "reject")
+    limiter = TokenLimiter(tokenizer, 6)
     with pytest.raises(APIError) as err:
-        limiter.apply(["ok", "one two three four five six seven"])
+        limiter.apply(["ok", "one two three four five six seven"], truncate=False)
     assert err.value.status == 413
-    assert "input[1]" in err.value.message and "limit is 6" in err.value.message
+    assert (
+        "input[1]" in err.value.message
+        and "limit is 6" in err.value.message
+        and '"truncate": true' in err.value.message
+    )
 
 
 def test_keys_from_env(monkeypatch):

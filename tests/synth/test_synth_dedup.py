@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from embedforge.synth.dedup import Deduplicator, encoder_embedder, near_duplicates
 from embedforge.synth.report import length_bias, plot, summarize
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _unit(*rows: list[float]) -> np.ndarray:
@@ -74,3 +79,34 @@ def test_summarize_and_plot(tmp_path) -> None:
     assert s["judge"]["length_bias_pearson"] == pytest.approx(length_bias([8, 6, 3, 9], [300, 200, 90, 420]))
     png = plot(stats, tmp_path / "report.png", "test")
     assert png is not None and png.stat().st_size > 1000
+
+
+def _generated_row(row_id: int, query: str, judge_score: int) -> dict:
+    return {
+        "status": "valid", "reason": "", "detail": "", "finish_reason": "stop", "text": "{}", "row_id": row_id,
+        "query": query, "positive": f"the answer to {query}", "negatives": json.dumps([f"not {query}"]),
+        "judge_score": judge_score, "judge_notes": json.dumps(["ok"]), "doc_id": "", "template": "short-long",
+        "family": "short-long", "task": "Find answers", "placeholders": "{}", "kind": "retrieval",
+        "prompt_tokens": 10, "output_tokens": 5, "judge_tokens": 3,
+    }  # fmt: skip
+
+
+def test_the_judge_threshold_drops_what_fails_the_checklist_and_counts_it(tmp_path) -> None:
+    """WildBench 3.3: S' = (S - 5) * 2 must exceed synth.judge.threshold; the shipped profiles set one that drops."""
+    from embedforge.config import load_config
+    from embedforge.runs.stage import StageRun
+    from embedforge.synth.run import _ShardWriter
+
+    config = load_config(REPO / "configs" / "tiny.yaml", ["synth.judge.threshold=0"])
+    stage = StageRun(tmp_path, "synth", {}, "h")
+    stage.start()
+    (tmp_path / "work" / "shards").mkdir(parents=True)
+    dedup = Deduplicator(lambda texts: np.eye(8, dtype=np.float32)[[hash(t) % 8 for t in texts]], 0.999, 8)
+    rows = [_generated_row(0, "kept query", 8), _generated_row(1, "borderline query", 5), _generated_row(2, "bad", 2)]
+    stats = _ShardWriter(config, stage, tmp_path / "work", dedup).finalize(0, rows)
+    assert stats["counts"]["kept"] == 1 and stats["drops"] == {"judge_below_threshold": 2}
+    assert [q for q, _ in stats["kept_pairs"]] == ["kept query"]
+    assert summarize([stats])["judge"]["judged"] == 3
+    for profile in ("local.yaml", "tiny.yaml", "nv-embed-v2.yaml"):
+        judge = load_config(REPO / "configs" / profile).synth.judge
+        assert not judge.enabled or judge.threshold >= -6, profile  # drops at least the scores 1 and 2

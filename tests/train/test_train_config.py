@@ -19,7 +19,7 @@ STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
     [
         ({"stages": [STAGE, STAGE]}, "duplicate stage names"),
         ({"backend": "nccl"}, "nccl needs GPU"),
-        ({"stages": [{**STAGE, "losses": {"hidden_distill": {"weight": 1}}}]}, "no teacher is set"),
+        ({"stages": [{**STAGE, "losses": {"embedding_distill": {"weight": 1}}}]}, "no teacher is set"),
         ({"stages": [{**STAGE, "curriculum": "fixed:7"}]}, "unknown curriculum"),
         ({"stages": [{**STAGE, "losses": {"infonce": {"weight": 0}}}]}, "every loss weight is 0"),
     ],
@@ -48,18 +48,44 @@ def test_objective_sums_weighted_terms():
     assert metrics["accuracy"] == 1.0
 
 
-def test_objective_hidden_distill_needs_and_uses_teacher_embeddings():
+def test_objective_embedding_distill_needs_and_uses_teacher_embeddings():
     q, cands, targets = _batch()
-    losses = LossesConfig.model_validate({"infonce": {"weight": 0.0}, "hidden_distill": {"weight": 1.0}})
+    losses = LossesConfig.model_validate({"infonce": {"weight": 0.0}, "embedding_distill": {"weight": 1.0}})
     with pytest.raises(ValueError, match="teacher embeddings"):
         objective(q, cands, targets, losses, in_batch=False)
     targets.teacher_queries = torch.zeros(2, 2)
     targets.teacher_candidates = cands.clone()
     total, metrics = objective(q, cands, targets, losses, in_batch=False)
     assert total.item() == pytest.approx(0.5 * 2 / 6)  # queries differ by 1 in one of 2 dims; candidates match
-    assert metrics["loss_hidden_distill"] == pytest.approx(total.item())
+    assert metrics["loss_embedding_distill"] == pytest.approx(total.item())
 
 
 def test_stage_defaults_follow_nv_embed():
     stage = StageConfig.model_validate(STAGE)
     assert stage.in_batch_negatives and stage.num_negatives == 7 and stage.losses.infonce.weight == 1.0
+
+
+def test_per_worker_and_global_batch_decide_each_other():
+    from embedforge.config.train import TrainConfig
+
+    stage = {"name": "s", "datasets": [{"source": "a"}], "batch_size": 16}
+    derived = TrainConfig(num_workers=4, stages=[stage])
+    assert derived.stages[0].global_batch_size == 64
+    paper = TrainConfig(num_workers=32, stages=[{"name": "s", "datasets": [{"source": "a"}], "global_batch_size": 128}])
+    assert paper.stages[0].batch_size == 4
+    # a resolved config reloads unchanged (the worker validates the dumped config again)
+    assert TrainConfig.model_validate(paper.model_dump()).stages[0].batch_size == 4
+    with pytest.raises(ValueError, match="does not divide evenly"):
+        TrainConfig(num_workers=3, stages=[{"name": "s", "datasets": [{"source": "a"}], "global_batch_size": 128}])
+    with pytest.raises(ValueError, match="set one of them"):
+        TrainConfig(num_workers=2, stages=[{**stage, "global_batch_size": 64}])
+
+
+def test_the_gpu_profile_trains_with_the_papers_global_batch():
+    from pathlib import Path
+
+    from embedforge.config import load_config
+
+    config = load_config(Path(__file__).resolve().parents[2] / "configs" / "nv-embed-v2.yaml")
+    assert [s.global_batch_size for s in config.train.stages] == [128, 128]
+    assert [s.batch_size * config.train.num_workers for s in config.train.stages] == [128, 128]

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from embedforge.train.losses import hidden_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses import embedding_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
 from embedforge.train.losses.pair_bce import graded_labels, prior_bias
 
 E0, E1 = [1.0, 0.0], [0.0, 1.0]
@@ -81,12 +81,12 @@ def test_soft_label_distill_is_kl_teacher_student():
     assert none.item() == 0.0
 
 
-def test_hidden_distill_masks_padding():
+def test_embedding_distill_masks_padding():
     student = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
-    loss = hidden_distill_loss(student, torch.zeros(2, 2), mask=torch.tensor([1, 0]))
+    loss = embedding_distill_loss(student, torch.zeros(2, 2), mask=torch.tensor([1, 0]))
     assert loss.item() == pytest.approx(2.5)
     with pytest.raises(ValueError, match="width"):
-        hidden_distill_loss(torch.zeros(2, 3), torch.zeros(2, 2))
+        embedding_distill_loss(torch.zeros(2, 3), torch.zeros(2, 2))
 
 
 # -- 2 gloo workers: gathered InfoNCE with several negatives per example --------------------------------------

@@ -74,6 +74,7 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
     assert not thread.is_alive(), "training did not finish after the worker was killed"
     manifest = result["manifest"]
     assert manifest["status"] == "complete" and manifest["counts"]["steps"] == sum(STEPS)
+    assert all(b["global"] == b["per_worker"] * manifest["workers"] for b in manifest["batch"].values())
 
     attempts = [json.loads(line) for line in (out / "attempts.jsonl").read_text().splitlines()]
     assert len(attempts) == 2 and victim not in attempts[1]["pids"]
@@ -92,7 +93,7 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
         assert float(final[step]["loss"]) == pytest.approx(float(first[step]["loss"]), rel=1e-4, abs=1e-5)
 
     # data order: the hashes match the plan computed independently from the same examples
-    examples, _ = load_training_examples(config, tmp_path)
+    examples = load_training_examples(config, tmp_path).examples
     grouped = read_examples(_Rows([e.to_row() for rows_ in examples.values() for e in rows_]))
     expected = []
     for stage in config.train.stages:

@@ -36,6 +36,11 @@ class EvaluateConfig(Section):
     tasks: list[str] = Field(default_factory=lambda: ["all"], description="task names, or 'all'")
     custom_tasks: list[CustomTask] = Field(default_factory=list)
     instructions: dict[str, str] = Field(default_factory=dict, description="task name -> instruction override")
+    demonstrations: dict[str, list[tuple[str, str]]] = Field(
+        default_factory=dict,
+        description="task name -> in-context (query, positive) pairs placed before each query's instruction (LGAI "
+        "4.2), for a model trained with train.in_context; models without an instruction template ignore them",
+    )
     baselines: list[str] = Field(default_factory=list, description="model references evaluated beside the trained one")
     baseline_for_deltas: str | None = Field(None, description="a baselines entry, or 'trained'")
     max_examples_per_task: PositiveInt | None = 1000

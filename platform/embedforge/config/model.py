@@ -52,15 +52,15 @@ class InstructionConfig(Section):
     """NV-Embed 4 / Tables 12-13: queries get `Instruct: {task}\\nQuery: {text}`, documents are bare.
 
     A template without `{task}` is a fixed prefix (e5's `query: `, with `document_prefix: "passage: "`); an empty
-    one gives no prefix at all (all-MiniLM-L6-v2 was trained without). `in_context_examples` > 0 prepends k
-    (query, positive) demonstrations before the instruction (LGAI 4.2).
+    one gives no prefix at all (all-MiniLM-L6-v2 was trained without). In-context (query, positive) demonstrations
+    (LGAI 4.2) are rendered with `example_template` before the instruction: training draws them with `train.in_context`,
+    evaluation takes them from `evaluate.demonstrations`, a request sends them as `demonstrations`.
     """
 
     query_template: str = "Instruct: {task}\nQuery: "
     document_prefix: str = ""
     default_task: str = "Given a web search query, retrieve relevant passages that answer the query"
     example_template: str = "Query: {query}\nResponse: {positive}\n\n"
-    in_context_examples: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _templates_format(self) -> InstructionConfig:

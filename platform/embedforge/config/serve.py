@@ -49,7 +49,11 @@ class LimitsConfig(Section):
     max_inputs: PositiveInt = 256
     max_chars_per_input: PositiveInt = 32768
     max_tokens_per_input: PositiveInt = 512
-    on_too_long: Literal["truncate", "reject"] = "truncate"
+    on_too_long: Literal["truncate", "reject"] = Field(
+        "reject",
+        description="what a request that does not say (its `truncate` field, TEI's convention) gets for an input over "
+        "max_tokens_per_input or max_chars_per_input: a 413 naming it, or its first tokens embedded",
+    )
     max_body_bytes: PositiveInt = 4 * 1024 * 1024
     request_timeout_s: float = Field(60.0, gt=0, description="the proxy answers 408 past this, never hangs")
 

@@ -35,8 +35,12 @@ class DistillConfig(Section):
     student_temperature: float = Field(0.05, gt=0)
 
 
-class HiddenDistillConfig(Section):
-    """NV-Embed A.2: MSE between the student's and the frozen `train.teacher`'s embeddings of the same inputs."""
+class EmbeddingDistillConfig(Section):
+    """MSE between the student's and the frozen `train.teacher`'s final (pooled) embeddings of the same inputs.
+
+    NV-Embed A.2 distils hidden states; this applies the same L = L_contrastive + a * MSE to the embeddings a user
+    serves, which needs no layer mapping: a smaller student learns the teacher's space, or, with the starting model
+    as teacher, fine-tuning stays anchored to what the model already knew."""
 
     weight: float = Field(0.0, ge=0)
 
@@ -45,13 +49,13 @@ class LossesConfig(Section):
     infonce: InfoNCEConfig = Field(default_factory=InfoNCEConfig)
     pair_bce: PairBCEConfig = Field(default_factory=PairBCEConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
-    hidden_distill: HiddenDistillConfig = Field(default_factory=HiddenDistillConfig)
+    embedding_distill: EmbeddingDistillConfig = Field(default_factory=EmbeddingDistillConfig)
 
     @model_validator(mode="after")
     def _some_loss(self) -> LossesConfig:
-        if not any(t.weight > 0 for t in (self.infonce, self.pair_bce, self.distill, self.hidden_distill)):
+        if not any(t.weight > 0 for t in (self.infonce, self.pair_bce, self.distill, self.embedding_distill)):
             raise ValueError(
-                "losses: every loss weight is 0; give infonce, pair_bce, distill or hidden_distill a positive weight"
+                "losses: every loss weight is 0; give infonce, pair_bce, distill or embedding_distill a positive weight"
             )
         return self
 
@@ -68,7 +72,12 @@ class StageConfig(Section):
     steps: PositiveInt = 100
     learning_rate: float = Field(2e-5, gt=0)
     warmup_steps: int = Field(50, ge=0)
-    batch_size: PositiveInt = 32
+    batch_size: PositiveInt = Field(32, description="examples per worker and step (the per-worker batch)")
+    global_batch_size: PositiveInt | None = Field(
+        None,
+        description="examples per step over all workers (NV-Embed 4.2 gives 128 per stage); when set, batch_size is "
+        "derived from it and train.num_workers, and must divide evenly",
+    )
     num_negatives: int = Field(7, ge=0)
     curriculum: str = "none"
     losses: LossesConfig = Field(default_factory=LossesConfig)
@@ -119,7 +128,10 @@ class TrainConfig(Section):
     max_failures: int = Field(2, ge=0)
     log_every: PositiveInt = 10
     seed: int = 0
-    teacher: str | None = Field(None, description="frozen teacher model for hidden_distill (NV-Embed A.2)")
+    teacher: str | None = Field(
+        None,
+        description="frozen teacher model for embedding_distill (NV-Embed A.2; the starting model anchors fine-tuning)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -129,7 +141,27 @@ class TrainConfig(Section):
             raise ValueError(f"train.stages: duplicate stage names {duplicates}")
         if self.backend == "nccl" and not self.use_gpu:
             raise ValueError("train.backend: nccl needs GPU workers (train.use_gpu: true); use gloo or auto on CPU")
-        wants_teacher = [s.name for s in self.stages if s.losses.hidden_distill.weight > 0]
+        for stage in self.stages:
+            self._resolve_batch(stage)
+        wants_teacher = [s.name for s in self.stages if s.losses.embedding_distill.weight > 0]
         if wants_teacher and self.teacher is None:
-            raise ValueError(f"train.teacher: stages {wants_teacher} use hidden_distill but no teacher is set")
+            raise ValueError(f"train.teacher: stages {wants_teacher} use embedding_distill but no teacher is set")
         return self
+
+    def _resolve_batch(self, stage: StageConfig) -> None:
+        """One of per-worker and global batch decides the other: global = per-worker x num_workers."""
+        if stage.global_batch_size is None:
+            stage.global_batch_size = stage.batch_size * self.num_workers
+            return
+        per_worker, rest = divmod(stage.global_batch_size, self.num_workers)
+        if rest or per_worker == 0:
+            raise ValueError(
+                f"train.stages[{stage.name}]: global_batch_size {stage.global_batch_size} does not divide evenly "
+                f"over train.num_workers={self.num_workers}"
+            )
+        if "batch_size" in stage.model_fields_set and stage.batch_size != per_worker:
+            raise ValueError(
+                f"train.stages[{stage.name}]: batch_size {stage.batch_size} per worker x {self.num_workers} workers "
+                f"is not global_batch_size {stage.global_batch_size}; set one of them"
+            )
+        stage.batch_size = per_worker

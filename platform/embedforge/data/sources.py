@@ -30,6 +30,8 @@ from embedforge.data.shared import SharedDataset, get_shared
 from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import read_manifest
 
+OVER_MAX_EXAMPLES = "over max_examples"
+
 log = logging.getLogger(__name__)
 
 # the task type a family's examples get when the source does not set one
@@ -142,13 +144,14 @@ def _sample(source: DataSource, converted: Converted, seed: int) -> Converted:
     if k is None or n <= k:
         return converted
     keep = sorted(random.Random(f"{seed}:{source.name}").sample(range(n), k))
-    converted.drop("over max_examples", n - k)
+    converted.drop(OVER_MAX_EXAMPLES, n - k)
     converted.examples = [converted.examples[i] for i in keep]
     return converted
 
 
-def load_source(source: DataSource, run_dir: Path | None = None, seed: int = 0) -> list[TrainingExample]:
-    """The training examples of one configured source (the contract every stage codes against)."""
+def load_source(source: DataSource, run_dir: Path | None = None, seed: int = 0) -> Converted:
+    """The training examples of one configured source (the contract every stage codes against), with the rows
+    dropped on the way counted by reason; `source_drops` names them for a stage manifest."""
     converted = convert_source(source, run_dir, seed)
     log.info(
         "source %s (%s %s): %d examples, dropped %s",
@@ -158,4 +161,18 @@ def load_source(source: DataSource, run_dir: Path | None = None, seed: int = 0) 
         len(converted.examples),
         json.dumps(dict(converted.drops)) if converted.drops else "none",
     )
-    return converted.examples
+    return converted
+
+
+def source_drops(source: DataSource, converted: Converted) -> dict[str, int]:
+    """`source NAME: reason` -> count, for a stage manifest's drops (and so the run report): rows lost converting
+    the source, and how many examples short of `max_examples` it came (a source smaller than requested)."""
+    drops = {
+        f"source {source.name}: {reason}": n
+        for reason, n in converted.drops.items()
+        if n and reason != OVER_MAX_EXAMPLES  # a sample the user asked for, not a loss
+    }
+    short = (source.max_examples or 0) - len(converted.examples)
+    if short > 0:
+        drops[f"source {source.name}: short of max_examples {source.max_examples}"] = short
+    return drops

@@ -7,13 +7,14 @@ modification time of a local model folder, so a retrained model at the same path
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from embedforge.embeddings.cache import EmbeddingCache, encoder_identity, model_fingerprint
-from embedforge.model.protocol import TextEncoder
+from embedforge.model.protocol import Demonstration, TextEncoder
 
 
 class CachedEncoder:
@@ -24,7 +25,7 @@ class CachedEncoder:
         self.name = encoder.name
         self.root = Path(root)
         self.fingerprint = model_fingerprint(model_ref)
-        self._caches: dict[tuple[str, str], EmbeddingCache] = {}
+        self._caches: dict[tuple[str, str, str], EmbeddingCache] = {}
         self.hits = 0
         self.misses = 0
 
@@ -32,28 +33,43 @@ class CachedEncoder:
     def dimension(self) -> int:
         return self.encoder.dimension
 
-    def _cache(self, side: str, task: str | None) -> EmbeddingCache:
-        key = (side, task or "")
+    def _cache(self, side: str, task: str | None, examples: Sequence[Demonstration]) -> EmbeddingCache:
+        demos = json.dumps([list(e) for e in examples]) if examples else ""
+        key = (side, task or "", demos)
         if key not in self._caches:
-            identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", encoder=self.name)
+            extra = {"demonstrations": demos} if demos else {}
+            identity = encoder_identity(
+                model=self.fingerprint, side=side, prefix=task or "", encoder=self.name, **extra
+            )
             self._caches[key] = EmbeddingCache(self.root, identity)
         return self._caches[key]
 
-    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        return self._encode(texts, "query", task, batch_size)
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        batch_size: int = 32,
+        examples: Sequence[Demonstration] = (),
+    ) -> np.ndarray:
+        return self._encode(texts, "query", task, batch_size, examples)
 
     def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        return self._encode(texts, "document", task, batch_size)
+        return self._encode(texts, "document", task, batch_size, ())
 
-    def _encode(self, texts: Sequence[str], side: str, task: str | None, batch_size: int) -> np.ndarray:
+    def _encode(
+        self, texts: Sequence[str], side: str, task: str | None, batch_size: int, examples: Sequence[Demonstration]
+    ) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        cache = self._cache(side, task)
+        cache = self._cache(side, task, examples)
         todo = cache.missing(texts)
         unique = list(dict.fromkeys(texts[i] for i in todo))
         self.misses += len(unique)
         self.hits += len(texts) - len(todo)
         if unique:
-            encode = self.encoder.encode_queries if side == "query" else self.encoder.encode_documents
-            cache.put(unique, encode(unique, task=task, batch_size=batch_size))
+            if side == "query":
+                vectors = self.encoder.encode_queries(unique, task=task, batch_size=batch_size, examples=examples)
+            else:
+                vectors = self.encoder.encode_documents(unique, task=task, batch_size=batch_size)
+            cache.put(unique, vectors)
         return cache.get(texts)

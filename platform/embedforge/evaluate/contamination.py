@@ -100,5 +100,5 @@ def run_training_texts(config: EmbedforgeConfig, run_dir: Path) -> TrainingTexts
     """The texts of every example the run's training stages read (mined or straight from the sources)."""
     from embedforge.train.examples import load_training_examples
 
-    examples, _ = load_training_examples(config, run_dir)
+    examples = load_training_examples(config, run_dir).examples
     return TrainingTexts.of(ex for rows in examples.values() for ex in rows)

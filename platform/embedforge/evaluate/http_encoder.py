@@ -1,7 +1,8 @@
 """A `TextEncoder` that calls an OpenAI-style `/v1/embeddings` endpoint, so a served model is evaluated as served.
 
-Requests carry embedforge's two extensions (see `embedforge.serve.request`): `input_type` ("query" or
-"document") and `instruction`, the task instruction of NV-Embed section 4 / Table 13. Only the standard
+Requests carry embedforge's extensions (see `embedforge.serve.request`): `input_type` ("query" or "document"),
+`instruction` (the task instruction of NV-Embed section 4 / Table 13), `demonstrations` (LGAI 4.2 in-context
+examples, queries only) and `truncate`. Only the standard
 OpenAI response shape is read (`data[i].embedding` ordered by `data[i].index`).
 """
 
@@ -15,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from embedforge.model.protocol import Demonstration
 
 ENDPOINT_PATH = "/v1/embeddings"
 
@@ -39,28 +42,53 @@ class HTTPEncoder:
             self._dimension = int(self._post(["dimension probe"], "document", None).shape[1])
         return self._dimension
 
-    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        return self._encode(texts, "query", task, batch_size)
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        batch_size: int = 32,
+        examples: Sequence[Demonstration] = (),
+    ) -> np.ndarray:
+        return self._encode(texts, "query", task, batch_size, examples)
 
     def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        return self._encode(texts, "document", task, batch_size)
+        return self._encode(texts, "document", task, batch_size, ())
 
-    def _encode(self, texts: Sequence[str], input_type: str, task: str | None, batch_size: int) -> np.ndarray:
+    def _encode(
+        self,
+        texts: Sequence[str],
+        input_type: str,
+        task: str | None,
+        batch_size: int,
+        examples: Sequence[Demonstration],
+    ) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         parts = [
-            self._post(list(texts[i : i + batch_size]), input_type, task) for i in range(0, len(texts), batch_size)
+            self._post(list(texts[i : i + batch_size]), input_type, task, examples)
+            for i in range(0, len(texts), batch_size)
         ]
         out = np.concatenate(parts).astype(np.float32)
         self._dimension = out.shape[1]
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
-    def _post(self, texts: list[str], input_type: str, task: str | None) -> np.ndarray:
-        payload: dict[str, Any] = {"input": texts, "input_type": input_type, "encoding_format": "float"}
+    def _post(
+        self, texts: list[str], input_type: str, task: str | None, examples: Sequence[Demonstration] = ()
+    ) -> np.ndarray:
+        # truncate (TEI's convention): a long evaluation text is embedded from its first tokens, as the offline
+        # encoder embeds it, rather than failing the task
+        payload: dict[str, Any] = {
+            "input": texts,
+            "input_type": input_type,
+            "encoding_format": "float",
+            "truncate": True,
+        }
         if self.model:
             payload["model"] = self.model
         if task:
             payload["instruction"] = task
+        if examples:
+            payload["demonstrations"] = [{"query": q, "document": d} for q, d in examples]
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"

@@ -113,6 +113,10 @@ def selected_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[
     unknown = [n for n in config.tasks if n not in known and n != HELDOUT_TASK]
     if unknown:
         raise ValueError(f"evaluate.tasks: unknown task(s) {unknown}; known: {known}")
+    for field_name in ("instructions", "demonstrations"):
+        stray = sorted(n for n in getattr(config, field_name) if n not in known and n != HELDOUT_TASK)
+        if stray:
+            raise ValueError(f"evaluate.{field_name}: unknown task(s) {stray}; known: {known}")
     return list(config.tasks)
 
 
@@ -134,6 +138,7 @@ def build_task(name: str, config: EvaluateConfig, run_dir: Path | None = None) -
         raise ValueError(f"unknown task {name!r}")
     if name in config.instructions:
         task.instruction = config.instructions[name]
+    task.demonstrations = [tuple(d) for d in config.demonstrations.get(name, [])]
     return task
 
 

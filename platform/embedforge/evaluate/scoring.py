@@ -45,7 +45,7 @@ def score_task(task: Task, encoder: TextEncoder, batch_size: int = 32, seed: int
 
 
 def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    q = encoder.encode_queries([x.text for x in task.queries], task=task.instruction, batch_size=batch_size)
+    q = _queries(encoder, [x.text for x in task.queries], task, batch_size)
     d = encoder.encode_documents([x.embedded_text for x in task.corpus], batch_size=batch_size)
     rankings = metrics.rank_documents(q @ d.T, [x.doc_id for x in task.corpus], RETRIEVAL_TOP_K)
     judged = [task.qrels[x.query_id] for x in task.queries]
@@ -59,7 +59,7 @@ def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed:
 
 
 def _reranking(task: RerankingTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    q = encoder.encode_queries([g.query for g in task.groups], task=task.instruction, batch_size=batch_size)
+    q = _queries(encoder, [g.query for g in task.groups], task, batch_size)
     candidates = [[*g.positives, *g.negatives] for g in task.groups]
     flat = [c for group in candidates for c in group]
     d = encoder.encode_documents(flat, batch_size=batch_size)
@@ -76,8 +76,8 @@ def _reranking(task: RerankingTask, encoder: TextEncoder, batch_size: int, seed:
 
 
 def _pair_embeddings(pairs: list, task: Task, encoder: TextEncoder, batch_size: int) -> np.ndarray:
-    a = encoder.encode_queries([p.text1 for p in pairs], task=task.instruction, batch_size=batch_size)
-    b = encoder.encode_queries([p.text2 for p in pairs], task=task.instruction, batch_size=batch_size)
+    a = _queries(encoder, [p.text1 for p in pairs], task, batch_size)
+    b = _queries(encoder, [p.text2 for p in pairs], task, batch_size)
     return metrics.cosine_pairs(a, b)
 
 
@@ -96,8 +96,8 @@ def _pair_classification(
 
 
 def _classification(task: ClassificationTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    train = encoder.encode_queries([x.text for x in task.train], task=task.instruction, batch_size=batch_size)
-    test = encoder.encode_queries([x.text for x in task.test], task=task.instruction, batch_size=batch_size)
+    train = _queries(encoder, [x.text for x in task.train], task, batch_size)
+    test = _queries(encoder, [x.text for x in task.test], task, batch_size)
     acc = metrics.logistic_regression_accuracy(
         train, [x.label for x in task.train], test, [x.label for x in task.test], seed=seed
     )
@@ -105,11 +105,16 @@ def _classification(task: ClassificationTask, encoder: TextEncoder, batch_size: 
 
 
 def _clustering(task: ClusteringTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    x = encoder.encode_queries([t.text for t in task.texts], task=task.instruction, batch_size=batch_size)
+    x = _queries(encoder, [t.text for t in task.texts], task, batch_size)
     return {
         "v_measure": metrics.kmeans_v_measure(x, [t.label for t in task.texts], seed=seed),
         "num_texts": len(task.texts),
     }
+
+
+def _queries(encoder: TextEncoder, texts: list[str], task: Task, batch_size: int) -> np.ndarray:
+    """Every query-side text of a task: its instruction, after its in-context demonstrations (LGAI 4.2)."""
+    return encoder.encode_queries(texts, task=task.instruction, batch_size=batch_size, examples=task.demonstrations)
 
 
 def _mean(values: Any) -> float:

@@ -28,6 +28,8 @@ def _sample(items: list, n: int | None, seed: int) -> list:
 class Task(ABC):
     name: str
     instruction: str
+    # in-context (query, positive) demonstrations before every query's instruction (LGAI 4.2; evaluate.demonstrations)
+    demonstrations: list[tuple[str, str]] = field(default_factory=list)
     family: ClassVar[str]
     main_metric: ClassVar[str]
 

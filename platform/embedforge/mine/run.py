@@ -18,7 +18,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ class SourcePlan:
     source: DataSource
     examples: list[TrainingExample]
     pools: list[tuple[MiningPool, list[int]]]
+    drops: dict[str, int] = field(default_factory=dict)  # rows lost loading the source (data.sources.source_drops)
 
 
 def plan_sources(
@@ -88,11 +89,12 @@ def plan_sources(
 ) -> list[SourcePlan]:
     """Every source's pools with consecutive shard ids across sources, in configuration order. `collection`
     (`mine.corpus`): documents every retrieval pool searches besides its examples' own positives and negatives."""
-    from embedforge.data.sources import load_source
+    from embedforge.data.sources import load_source, source_drops
 
     plans, next_shard = [], 0
     for source in sources:
-        examples = load_source(source, run_dir, seed=seed)
+        converted = load_source(source, run_dir, seed=seed)
+        examples = converted.examples
         pools = []
         for pool in build_pools(examples):
             if pool.doc_instruction is None:
@@ -101,7 +103,7 @@ def plan_sources(
             count = math.ceil(len(pool.examples) / shard_size)
             pools.append((pool, list(range(next_shard, next_shard + count))))
             next_shard += count
-        plans.append(SourcePlan(source, examples, pools))
+        plans.append(SourcePlan(source, examples, pools, source_drops(source, converted)))
     return plans
 
 
@@ -343,6 +345,7 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         drops={
             "examples with too few negatives": total.too_few,
             **{f"candidates: {k}": v for k, v in total.drops.items()},
+            **{k: v for plan in plans for k, v in plan.drops.items()},
         },
         parameters={"cache_dir": miner.root, **settings["mine"]},
         statistics={"all": total.to_dict(), **{n: s.to_dict() for n, s in per_source.items()}},

@@ -5,7 +5,8 @@ to transformers' eager attention: its attention module gets its own copy of the 
 `_attn_implementation = "eager"` (attention modules read the implementation from `self.config` at call time in
 transformers 5.x), and a forward hook keeps the probabilities it returns. The mask the model built for SDPA is
 boolean (True = may attend) while eager adds its mask to the scores, so a pre-hook turns a boolean mask into the
-additive form; `None` (no padding, bidirectional) needs no change.
+additive form; `None` means nothing is padded: a bidirectional layer needs no mask, a causal one gets the causal
+mask that SDPA would have applied by itself.
 
 Cost: the last layer computes attention with plain matmuls and holds a (batch, heads, L, L) float tensor, i.e.
 O(B * H * L^2) extra memory for that layer and a slower last layer; the other layers are unchanged.
@@ -54,10 +55,15 @@ class LastLayerAttention:
     @staticmethod
     def _additive_mask(module: nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
         mask = kwargs.get("attention_mask")
+        hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+        if mask is None and getattr(module, "is_causal", False):
+            # SDPA applies causality itself when nothing is padded (mask None, is_causal); eager only adds its mask,
+            # so a causal layer without one would attend to later tokens: give it the causal mask explicitly
+            length = hidden.shape[1]
+            mask = torch.ones(length, length, dtype=torch.bool, device=hidden.device).tril().view(1, 1, length, length)
         if mask is not None and mask.dtype == torch.bool:
-            dtype = kwargs["hidden_states"].dtype if "hidden_states" in kwargs else args[0].dtype
-            additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-            kwargs["attention_mask"] = additive.masked_fill(~mask, torch.finfo(dtype).min)
+            additive = torch.zeros(mask.shape, dtype=hidden.dtype, device=mask.device)
+            kwargs["attention_mask"] = additive.masked_fill(~mask, torch.finfo(hidden.dtype).min)
         return args, kwargs
 
     def _keep(self, module: nn.Module, args: tuple, output: tuple) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from embedforge.config.model import InstructionConfig
 from embedforge.model.embedder import Embedder
+from embedforge.model.instructions import render_prefix
 
 
 def _training_data(info: dict[str, Any]) -> str:
@@ -80,7 +82,16 @@ def render_card(
         f'Queries are prefixed with `{instr.query_template!r}` (default task: "{instr.default_task}"); documents '
         "are encoded bare, except for symmetric tasks (STS, classification, clustering) where both sides get the "
         "instruction. Instruction tokens are attended to but not pooled.\n\n"
+        "In-context demonstrations (LGAI-Embedding 4.2) go before the instruction, each rendered as "
+        f"`{instr.example_template!r}`: the served API's `demonstrations` field and embedforge's `examples` argument "
+        "build exactly this prompt; with sentence-transformers pass the same text as `prompt`, e.g. "
+        f"`prompt={_demonstration_prompt(instr)!r}`.\n\n"
         f"## Usage\n\n{usage}\n"
         f"## Training data\n\n{_training_data(info)}\n"
         f"## Evaluation\n\n{_evaluation(info)}" + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
     )
+
+
+def _demonstration_prompt(instr: InstructionConfig) -> str:
+    """The prompt a query gets with one demonstration, as the served API and training render it."""
+    return render_prefix(instr, "<your task>", [("<example query>", "<example document>")])

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from embedforge.config.model import InstructionConfig
-
-Demonstration = tuple[str, str]
+from embedforge.model.protocol import Demonstration
 
 
 def render_prefix(instructions: InstructionConfig, task: str | None, examples: Sequence[Demonstration] = ()) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 
 from embedforge.config.model import InstructionConfig
 from embedforge.model.instructions import render_prefix
+from embedforge.model.protocol import Demonstration
 from embedforge.model.unpadded import UnpaddedBert
 
 INSTRUCTIONS_FILE = "embedforge_instructions.json"
@@ -52,8 +53,14 @@ class SentenceTransformerEncoder:
         )
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dimension)
 
-    def encode_queries(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
-        prompt = render_prefix(self.instructions, task) if self.instructions else None
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        batch_size: int = 32,
+        examples: Sequence[Demonstration] = (),
+    ) -> np.ndarray:
+        prompt = render_prefix(self.instructions, task, examples) if self.instructions else None
         return self._encode(texts, prompt, batch_size, "query")
 
     def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:

@@ -118,8 +118,8 @@ class EmbeddingDeployment:
     @api.get("/ready")
     async def ready(self) -> JSONResponse:
         try:
-            texts, counts = self.service.limiter.apply(["ready"])
-            await asyncio.wait_for(self.service.batcher.submit(("document", None), texts, counts), READY_TIMEOUT_S)
+            texts, counts = self.service.limiter.apply(["ready"], truncate=True)
+            await asyncio.wait_for(self.service.batcher.submit(("document", None, ()), texts, counts), READY_TIMEOUT_S)
         except (TimeoutError, APIError):
             return error_response(APIError(503, "model not answering yet"))
         return JSONResponse({"status": "ready", "model": self.config.model_name, "dimension": self.service.dimension})

@@ -1,8 +1,11 @@
 """Parse and check one `/v1/embeddings` request body (OpenAI embeddings API plus two retrieval extensions).
 
-Extensions: `input_type` ("query" or "document") and `instruction`. Queries get the trained instruction
-template (NV-Embed, seed 000, section 4: `Instruct: {task}\\nQuery: `); documents are bare unless an instruction
-is given, which marks a symmetric task (STS, clustering) where both sides carry it.
+Extensions: `input_type` ("query" or "document"), `instruction`, `demonstrations` (LGAI-Embedding 4.2 in-context
+examples for queries: a list of `{"query": ..., "document": ...}` placed before the instruction, as training placed
+them), and `truncate` (TEI's convention: a too-long input is an error unless the request sets it true;
+`serve.limits.on_too_long` is the default). Queries get the
+trained instruction template (NV-Embed, seed 000, section 4: `Instruct: {task}\\nQuery: `); documents are bare
+unless an instruction is given, which marks a symmetric task (STS, clustering) where both sides carry it.
 
 Statuses: 400 the body cannot be read (invalid UTF-8 or JSON), 413 something is over a size limit, 415 the body
 is not JSON, 422 the JSON is readable but a field is wrong, 404 an unknown model. Every message names the field.
@@ -17,8 +20,20 @@ from typing import Any, Literal
 from embedforge.config.serve import LimitsConfig
 from embedforge.serve.errors import APIError
 
-KNOWN_FIELDS = ("input", "model", "encoding_format", "dimensions", "user", "input_type", "instruction")
+KNOWN_FIELDS = (
+    "input",
+    "model",
+    "encoding_format",
+    "dimensions",
+    "user",
+    "input_type",
+    "instruction",
+    "truncate",
+    "demonstrations",
+)
 MAX_INSTRUCTION_CHARS = 2048
+MAX_DEMONSTRATIONS = 16
+MAX_DEMONSTRATION_CHARS = 8192  # all demonstrations of a request together
 
 InputType = Literal["query", "document"]
 EncodingFormat = Literal["float", "base64"]
@@ -32,6 +47,8 @@ class EmbeddingRequest:
     dimensions: int | None
     input_type: InputType
     instruction: str | None
+    truncate: bool
+    demonstrations: tuple[tuple[str, str], ...] = ()
 
 
 def read_json_body(raw: bytes, content_type: str | None, max_body_bytes: int) -> dict[str, Any]:
@@ -76,7 +93,12 @@ def parse_request(
         raise APIError(
             404, f"model {model[:100]!r} not found; this endpoint serves {model_name!r}", "model", "model_not_found"
         )
-    texts = _texts(payload.get("input"), "input" in payload, limits)
+    truncate = payload.get("truncate")
+    if truncate is None:
+        truncate = limits.on_too_long == "truncate"
+    elif not isinstance(truncate, bool):
+        raise APIError(422, f"`truncate` must be true or false, got {_json_type(truncate)}", "truncate")
+    texts = _texts(payload.get("input"), "input" in payload, limits, truncate)
     encoding_format = payload.get("encoding_format")
     encoding_format = "float" if encoding_format is None else encoding_format
     if encoding_format not in ("float", "base64"):
@@ -107,10 +129,43 @@ def parse_request(
     user = payload.get("user")
     if user is not None and not isinstance(user, str):
         raise APIError(422, f"`user` must be a string, got {_json_type(user)}", "user")
-    return EmbeddingRequest(texts, model, encoding_format, dimensions, input_type, instruction)
+    demonstrations = _demonstrations(payload.get("demonstrations"), input_type)
+    return EmbeddingRequest(
+        texts, model, encoding_format, dimensions, input_type, instruction, truncate, demonstrations
+    )
 
 
-def _texts(value: Any, present: bool, limits: LimitsConfig) -> list[str]:
+def _demonstrations(value: Any, input_type: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if input_type != "query":
+        raise APIError(422, "`demonstrations` apply to queries: send them with input_type 'query'", "demonstrations")
+    if not isinstance(value, list):
+        raise APIError(422, f"`demonstrations` must be a list of objects, got {_json_type(value)}", "demonstrations")
+    if len(value) > MAX_DEMONSTRATIONS:
+        raise APIError(
+            413, f"`demonstrations` has {len(value)} items, the limit is {MAX_DEMONSTRATIONS}", "demonstrations"
+        )
+    out = []
+    for i, item in enumerate(value):
+        where = f"demonstrations[{i}]"
+        if not isinstance(item, dict) or set(item) != {"query", "document"}:
+            raise APIError(422, f"`{where}` must be an object with exactly `query` and `document`", "demonstrations")
+        for key in ("query", "document"):
+            text = item[key]
+            if not isinstance(text, str) or not text.strip():
+                raise APIError(422, f"`{where}.{key}` must be a non-empty string", "demonstrations")
+            _check_encodable(text, f"{where}.{key}", "demonstrations")
+        out.append((item["query"], item["document"]))
+    chars = sum(len(q) + len(d) for q, d in out)
+    if chars > MAX_DEMONSTRATION_CHARS:
+        raise APIError(
+            413, f"`demonstrations` have {chars} characters, the limit is {MAX_DEMONSTRATION_CHARS}", "demonstrations"
+        )
+    return tuple(out)
+
+
+def _texts(value: Any, present: bool, limits: LimitsConfig, truncate: bool) -> list[str]:
     if not present:
         raise APIError(422, "`input` is required", "input")
     if isinstance(value, str):
@@ -136,7 +191,7 @@ def _texts(value: Any, present: bool, limits: LimitsConfig) -> list[str]:
             raise APIError(422, f"`{where}` is empty or only whitespace", "input")
         _check_encodable(item, where, "input")
         if len(item) > limits.max_chars_per_input:
-            if limits.on_too_long == "reject":
+            if not truncate:
                 raise APIError(
                     413, f"`{where}` has {len(item)} characters, the limit is {limits.max_chars_per_input}", "input"
                 )

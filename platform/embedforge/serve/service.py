@@ -48,7 +48,7 @@ class EmbeddingService:
         self.config = config
         self.dimension = encoder.dimension
         limits = config.limits
-        self.limiter = TokenLimiter(tokenizer_of(encoder), limits.max_tokens_per_input, limits.on_too_long)
+        self.limiter = TokenLimiter(tokenizer_of(encoder), limits.max_tokens_per_input)
         batching = config.batching
         self.batcher = TokenBudgetBatcher(
             self._encode,
@@ -60,10 +60,10 @@ class EmbeddingService:
         )
 
     def _encode(self, key: Hashable, texts: list[str]) -> np.ndarray:
-        input_type, instruction = key  # type: ignore[misc]
+        input_type, instruction, demonstrations = key  # type: ignore[misc]
         size = self.config.batching.micro_batch_size
         if input_type == "query":
-            vectors = self.encoder.encode_queries(texts, task=instruction, batch_size=size)
+            vectors = self.encoder.encode_queries(texts, task=instruction, batch_size=size, examples=demonstrations)
         else:
             vectors = self.encoder.encode_documents(texts, task=instruction, batch_size=size)
         return np.asarray(vectors, dtype=np.float32)
@@ -80,8 +80,9 @@ class EmbeddingService:
 
     async def embed(self, request: EmbeddingRequest) -> tuple[bytes, int]:
         """The response body (JSON bytes) and the number of input tokens."""
-        texts, counts = self.limiter.apply(request.texts)
-        vectors = await self.batcher.submit((request.input_type, request.instruction), texts, counts)
+        texts, counts = self.limiter.apply(request.texts, request.truncate)
+        key = (request.input_type, request.instruction, request.demonstrations)
+        vectors = await self.batcher.submit(key, texts, counts)
         vectors = truncate_dimensions(vectors, request.dimensions)
         tokens = int(sum(counts))
         body = {

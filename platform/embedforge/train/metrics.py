@@ -17,7 +17,7 @@ PLOTTED = [
     "loss_infonce",
     "loss_pair_bce",
     "loss_distill",
-    "loss_hidden_distill",
+    "loss_embedding_distill",
     "accuracy",
     "lr",
     "grad_norm",

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 import torch
 
 from embedforge.config.train import LossesConfig
-from embedforge.train.losses import hidden_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses import embedding_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
 from embedforge.train.losses.pair_bce import graded_labels
 
 
 @dataclass
 class Targets:
     """Per-example supervision aligned with the candidates: teacher scores (B, C), graded relevance (B,) and,
-    for hidden-state distillation, a frozen teacher's embeddings of the queries (B, d) and candidates (B, C, d)."""
+    for embedding distillation, a frozen teacher's embeddings of the queries (B, d) and candidates (B, C, d)."""
 
     teacher_scores: torch.Tensor
     relevance: torch.Tensor
@@ -58,13 +58,13 @@ def objective(
         )
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
-    if losses.hidden_distill.weight > 0:
+    if losses.embedding_distill.weight > 0:
         if targets.teacher_queries is None or targets.teacher_candidates is None:
-            raise ValueError("hidden_distill: the batch carries no teacher embeddings (is train.teacher set?)")
+            raise ValueError("embedding_distill: the batch carries no teacher embeddings (is train.teacher set?)")
         student = torch.cat([queries, candidates.reshape(-1, candidates.shape[-1])])
         teacher = torch.cat([targets.teacher_queries, targets.teacher_candidates.reshape(-1, candidates.shape[-1])])
-        hd = hidden_distill_loss(student, teacher)
-        total = total + losses.hidden_distill.weight * hd
-        metrics["loss_hidden_distill"] = hd.item()
+        hd = embedding_distill_loss(student, teacher)
+        total = total + losses.embedding_distill.weight * hd
+        metrics["loss_embedding_distill"] = hd.item()
     metrics["loss"] = total.item()
     return total, metrics

@@ -129,10 +129,16 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if stage.is_complete():
         log.info("train: complete for config %s, skipping", digest)
         return read_manifest(stage.dir) or {}
-    examples, origin = load_training_examples(config, run_dir)
+    data = load_training_examples(config, run_dir)
+    examples = data.examples
     # the workers plan the same batches from the same examples: a plan that cannot be filled (too few examples
     # for the batch size and negatives) fails here, before a Ray Train attempt, not in each of its retries
     plan_stages(in_plan_order(examples), config.train, config.train.num_workers)
+    for st in config.train.stages:
+        log.info(
+            "train stage %s: %d examples per step (%d per worker x %d workers)",
+            st.name, st.global_batch_size, st.batch_size, config.train.num_workers,
+        )  # fmt: skip
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     _clear_stale(stage.dir, digest)
     stage.start()
@@ -161,7 +167,10 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     return stage.complete(
         counts={"steps": final.global_step, **{f"examples.{k}": len(v) for k, v in examples.items()}},
         outputs={**paths, "metrics": str(stage.dir / METRICS_CSV), "curves": str(plot) if plot else None},
-        example_origin=origin,
+        example_origin=data.origin,
+        drops=data.drops,
+        batch={s.name: {"per_worker": s.batch_size, "global": s.global_batch_size} for s in config.train.stages},
+        workers=config.train.num_workers,
         final_metrics=rows[-1] if rows else {},
         checkpoint=str(result.checkpoint.path),
         selection=selection,

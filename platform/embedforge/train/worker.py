@@ -77,10 +77,14 @@ def use_bf16(train: TrainConfig, device: torch.device) -> bool:
 
 
 def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | None:
-    """The frozen teacher of hidden-state distillation (NV-Embed A.2), when a stage uses it."""
-    if config.train.teacher is None or not any(s.losses.hidden_distill.weight > 0 for s in config.train.stages):
+    """The frozen teacher of embedding distillation (NV-Embed A.2), when a stage uses it.
+
+    The run's own backbone as teacher (an anchor to the starting model) is loaded with the run's model settings, so
+    it embeds exactly as the student did before training; any other teacher keeps its own."""
+    if config.train.teacher is None or not any(s.losses.embedding_distill.weight > 0 for s in config.train.stages):
         return None
-    teacher = load_embedder(config.train.teacher)
+    anchor = config.train.teacher == config.model.backbone
+    teacher = load_embedder(config.model if anchor else config.train.teacher)
     teacher.requires_grad_(False)
     teacher.to(device)
     teacher.eval()
@@ -129,7 +133,7 @@ class StepRunner:
     def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
         queries, documents, per_example = batch_inputs(batch)
         targets = batch_targets(batch)
-        if stage.losses.hidden_distill.weight > 0 and self.teacher is not None:
+        if stage.losses.embedding_distill.weight > 0 and self.teacher is not None:
             with torch.no_grad():
                 targets.teacher_queries = self.teacher(queries).float()
                 targets.teacher_candidates = self.teacher(documents).float().reshape(len(queries), per_example, -1)
