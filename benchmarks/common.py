@@ -62,3 +62,19 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     tmp.replace(path)
     return path
+
+
+def previous_result(name: str) -> dict[str, Any]:
+    """benchmarks/results/<name>.json as last written, or {} when there is none."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def record_experiment(name: str, experiment: str, entry: dict[str, Any], goals: dict[str, Any]) -> Path:
+    """Add one named experiment (a variant of a benchmark's recipe, same protocol) to <name>.json under
+    "experiments", keeping the benchmark's own result and every other experiment; whatever it scores is kept."""
+    payload = previous_result(name) or {"ratios": {}, "goals": goals}
+    payload.setdefault("experiments", {})[experiment] = entry
+    payload.pop("name", None)
+    payload.pop("date", None)
+    return write_result(name, payload)

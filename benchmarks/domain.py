@@ -78,11 +78,15 @@ def main() -> None:
     parser.add_argument("--corpus", action="append", choices=sorted(CORPORA), help="default: both")
     parser.add_argument("--runs", type=Path, default=Path("runs/domain"))
     parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument(
+        "--experiment",
+        help="record this run as a named experiment beside the profile's own result (kept, whatever it scores)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import ray
     import torch
-    from common import machine_info, write_result
+    from common import machine_info, previous_result, record_experiment, write_result
 
     from embedforge.config import load_config
     from embedforge.pipeline.runner import run_pipeline
@@ -120,19 +124,26 @@ def main() -> None:
         ratios[f"trained_minus_minilm_ndcg10_{corpus}"] = round(scores["trained"] - scores["minilm"], 2)
         ratios[f"deployed_minus_minilm_ndcg10_{corpus}"] = round(scores[deployed] - scores["minilm"], 2)
         ratios[f"pipeline_minutes_{corpus}"] = round(pipeline_s / 60, 1)
+    goals = {
+        **{f"trained_minus_minilm_ndcg10_{c}": f">= {g}" for c, g in GOALS.items()},
+        **{f"pipeline_minutes_{c}": f"<= {BUDGET_S // 60}" for c in CORPORA},
+    }
+    if args.experiment:
+        entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios}
+        print(record_experiment("domain", args.experiment, entry, goals).read_text())
+        return
+    previous = previous_result("domain")
     path = write_result(
         "domain",
         {
+            **({"experiments": previous["experiments"]} if "experiments" in previous else {}),
             "machine": machine,
             "config": str(CONFIG.relative_to(CONFIG.parents[1])),
             "overrides": args.overrides,
             "protocol": "documents only during the run; nDCG@10 x 100 on every judged real query, whole corpus",
             "results": results,
             "ratios": ratios,
-            "goals": {
-                **{f"trained_minus_minilm_ndcg10_{c}": f">= {g}" for c, g in GOALS.items()},
-                **{f"pipeline_minutes_{c}": f"<= {BUDGET_S // 60}" for c in CORPORA},
-            },
+            "goals": goals,
         },
     )
     print(path.read_text())

@@ -116,3 +116,18 @@ def test_cli_reports_config_errors(tmp_path, capsys):
     tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
     assert main(["eval", str(tiny), "--run-dir", str(tmp_path / "run"), "--set", "evaluate.tasks=[]"]) == 1
     assert "evaluate.tasks is empty" in capsys.readouterr().err
+
+
+def test_a_users_mistake_on_the_cli_prints_one_error_line_and_exits_2(tmp_path):
+    """`embedforge eval configs/tiny.yaml --run-dir EMPTY` in a plain shell: no traceback, one `error:` line."""
+    import subprocess
+    import sys
+
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+    cmd = [sys.executable, "-m", "embedforge.cli.main", "eval", str(tiny), "--run-dir", str(tmp_path / "empty"),
+           "--set", "evaluate.baselines=[]"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: nothing to evaluate: no trained model at run_dir/train/model and no evaluate.baselines"]

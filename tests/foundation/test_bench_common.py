@@ -52,3 +52,17 @@ def test_write_result_adds_machine_and_date(common, tmp_path):
 def test_write_result_rejects_incomplete_payloads(common, payload, message):
     with pytest.raises(ValueError, match=message):
         common.write_result("bad", payload)
+
+
+def test_an_experiment_joins_the_result_without_replacing_it(common, tmp_path):
+    goals = {"gain": ">= 10"}
+    common.record_experiment("toy", "first try", {"ratios": {"gain": -1.0}}, goals)  # no result yet: a skeleton
+    assert json.loads((tmp_path / "toy.json").read_text())["ratios"] == {}
+    common.write_result("toy", {"ratios": {"gain": 3.0}, "goals": goals, "experiments": {"old": {}}})
+    common.record_experiment("toy", "lower lr", {"ratios": {"gain": 4.0}}, goals)
+    result = json.loads((tmp_path / "toy.json").read_text())
+    assert result["ratios"] == {"gain": 3.0}
+    assert set(result["experiments"]) == {"old", "lower lr"} and result["experiments"]["lower lr"]["ratios"] == {
+        "gain": 4.0
+    }
+    assert common.previous_result("missing") == {}

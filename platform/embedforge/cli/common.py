@@ -29,8 +29,3 @@ def load_or_exit(args: argparse.Namespace) -> EmbedforgeConfig | None:
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
         return None
-
-
-def not_built(stage: str) -> int:
-    print(f"embedforge {stage}: this stage is not built yet", file=sys.stderr)
-    return 2

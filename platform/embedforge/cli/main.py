@@ -33,6 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# what a user's input can get wrong (a config value, a path, a data file, an empty run dir): one `error:` line and
+# exit 2, the traceback only with --verbose; anything else is a bug and keeps its traceback
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionError)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -40,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    return int(args._module.run(args) or 0)
+    try:
+        return int(args._module.run(args) or 0)
+    except USER_ERRORS as err:
+        if args.verbose:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -91,8 +91,9 @@ class SelectionConfig(Section):
     candidate_k: PositiveInt = 30
     keep_given_negatives: bool = Field(
         True,
-        description="keep an example's own negatives (NLI contradictions, the generator's level-tagged MGH "
-        "negatives) ahead of the mined ones; false: mined negatives replace them",
+        description="keep an example's own level-tagged negatives (the generator's MGH N1..N4) ahead of the mined "
+        "ones, so the curriculum can order them; false: mined negatives replace them. Untagged negatives (NLI "
+        "contradictions, judged non-answers) are always replaced",
     )
 
     @model_validator(mode="after")

@@ -75,8 +75,8 @@ class StageConfig(Section):
     batch_size: PositiveInt = Field(32, description="examples per worker and step (the per-worker batch)")
     global_batch_size: PositiveInt | None = Field(
         None,
-        description="examples per step over all workers (NV-Embed 4.2 gives 128 per stage); when set, batch_size is "
-        "derived from it and train.num_workers, and must divide evenly",
+        description="examples per step over all workers (NV-Embed 4.2 gives 128 per stage); when set, it decides "
+        "batch_size (global / train.num_workers, which must divide it evenly)",
     )
     num_negatives: int = Field(7, ge=0)
     curriculum: str = "none"
@@ -149,9 +149,9 @@ class TrainConfig(Section):
         return self
 
     def _resolve_batch(self, stage: StageConfig) -> None:
-        """One of per-worker and global batch decides the other: global = per-worker x num_workers."""
+        """A stage's global_batch_size, when given, sets its per-worker batch_size = global / num_workers (so a config
+        re-validated for another worker count keeps its global batch)."""
         if stage.global_batch_size is None:
-            stage.global_batch_size = stage.batch_size * self.num_workers
             return
         per_worker, rest = divmod(stage.global_batch_size, self.num_workers)
         if rest or per_worker == 0:
@@ -159,9 +159,8 @@ class TrainConfig(Section):
                 f"train.stages[{stage.name}]: global_batch_size {stage.global_batch_size} does not divide evenly "
                 f"over train.num_workers={self.num_workers}"
             )
-        if "batch_size" in stage.model_fields_set and stage.batch_size != per_worker:
-            raise ValueError(
-                f"train.stages[{stage.name}]: batch_size {stage.batch_size} per worker x {self.num_workers} workers "
-                f"is not global_batch_size {stage.global_batch_size}; set one of them"
-            )
         stage.batch_size = per_worker
+
+    def global_batch(self, stage: StageConfig) -> int:
+        """Examples per step over all workers."""
+        return stage.batch_size * self.num_workers

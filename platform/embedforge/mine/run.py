@@ -135,10 +135,13 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
 def _mined_example(
     ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any], keep_given: bool
 ) -> TrainingExample:
-    """The example with its negatives: its own (when kept) first, then the mined ones, each with a level and the
-    teacher's score (NaN for a given negative the teacher did not score among its candidates)."""
-    given = [n for n in ex.negatives if n.strip()] if keep_given else []
-    levels = ex.negative_levels if keep_given and len(ex.negative_levels) == len(ex.negatives) else []
+    """The example with its negatives: its own level-tagged ones (the generator's MGH N1..N4, when kept) first, then
+    the mined ones, each with a level and the teacher's score (NaN for a given negative the teacher did not score
+    among its candidates). Negatives without levels (NLI contradictions, judged non-answers) are replaced by the
+    mined ones, as before."""
+    tagged = keep_given and bool(ex.negative_levels) and len(ex.negative_levels) == len(ex.negatives)
+    given = [n for n in ex.negatives if n.strip()] if tagged else []
+    levels = [lv for n, lv in zip(ex.negatives, ex.negative_levels, strict=True) if n.strip()] if tagged else []
     mined = [pool.corpus[d] for d in result.candidate_ids]
     merged = merge_negatives(given, levels, mined, result.selection.scores)
     # a given negative is in the pool (build_pools adds every negative): its score, when the teacher scored it

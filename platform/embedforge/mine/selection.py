@@ -116,8 +116,8 @@ def merge_negatives(
 ) -> dict[str, tuple[int, float]]:
     """Negative text -> (MGH level, teacher score), the example's given negatives first, then the mined ones.
 
-    Given negatives (an NLI contradiction, the generator's level-tagged negatives, MGH 2.1) keep their levels;
-    without levels they are N1, the hardest: the data itself says they are close but wrong. Their score is NaN
+    Given negatives (the generator's level-tagged negatives, MGH 2.1) keep their levels; without levels they are
+    N1, the hardest: the data itself says they are close but wrong. Their score is NaN
     here (the caller fills in the teacher's when it has one). Mined negatives get levels from their rank bands
     (`mined_levels`); a mined text that is also given is kept once, as given."""
     if given_levels and len(given_levels) != len(given):

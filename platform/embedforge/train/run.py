@@ -137,7 +137,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     for st in config.train.stages:
         log.info(
             "train stage %s: %d examples per step (%d per worker x %d workers)",
-            st.name, st.global_batch_size, st.batch_size, config.train.num_workers,
+            st.name, config.train.global_batch(st), st.batch_size, config.train.num_workers,
         )  # fmt: skip
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     _clear_stale(stage.dir, digest)
@@ -169,7 +169,9 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         outputs={**paths, "metrics": str(stage.dir / METRICS_CSV), "curves": str(plot) if plot else None},
         example_origin=data.origin,
         drops=data.drops,
-        batch={s.name: {"per_worker": s.batch_size, "global": s.global_batch_size} for s in config.train.stages},
+        batch={
+            s.name: {"per_worker": s.batch_size, "global": config.train.global_batch(s)} for s in config.train.stages
+        },
         workers=config.train.num_workers,
         final_metrics=rows[-1] if rows else {},
         checkpoint=str(result.checkpoint.path),

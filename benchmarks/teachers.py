@@ -1,0 +1,106 @@
+"""How much the documents profile's teachers know about a corpus: each teacher, and their fusions, scored as a
+retriever on the corpus's real queries (issue: a better embedder than the user already has).
+
+Mining labels a student's training data with these teachers, so a student tuned on their labels can only learn
+what they rank better than it already does. For each corpus: nDCG@10 x 100 of all-MiniLM-L6-v2 (dense teacher and
+starting model), BM25, their RRF fusion as mining fuses them (LGAI 4.1, k = 60, top 100 of each), and linear
+fusions of per-query z-scores at dense weights 0.9-0.5 (a stronger way to add lexical evidence). The ratios are
+the best teacher minus MiniLM per corpus: positive means the teachers carry ranking signal the student lacks.
+Writes benchmarks/results/teachers.json.
+
+    .venv/bin/python benchmarks/teachers.py [--corpus dbpedia_entity_subset ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CORPORA = ("dbpedia_entity_subset", "trec_dl_msmarco_subset")
+MINILM = "bundled:all-minilm-l6-v2"
+DENSE_WEIGHTS = (0.9, 0.8, 0.7, 0.6, 0.5)
+RRF_DEPTH = 100
+
+
+def _zscores(scores: np.ndarray) -> np.ndarray:
+    return (scores - scores.mean(axis=1, keepdims=True)) / (scores.std(axis=1, keepdims=True) + 1e-9)
+
+
+def teacher_scores(corpus: str) -> dict[str, float]:
+    """nDCG@10 x 100 on every judged real query over the whole corpus, per teacher and fusion."""
+    from embedforge.config.evaluate import EvaluateConfig
+    from embedforge.evaluate import metrics
+    from embedforge.evaluate.registry import build_task
+    from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+    from embedforge.mine.teachers.lexical import BM25Teacher
+    from embedforge.model import load_encoder
+
+    task = build_task(corpus, EvaluateConfig())
+    docs = [d.embedded_text for d in task.corpus]
+    ids = [d.doc_id for d in task.corpus]
+    encoder = load_encoder(MINILM)
+    dense = encoder.encode_queries([q.text for q in task.queries]) @ encoder.encode_documents(docs, batch_size=64).T
+    bm25 = BM25Teacher(docs)
+    lexical = np.stack([bm25.scores(q.text) for q in task.queries]).astype(np.float32)
+
+    def ndcg(scores: np.ndarray) -> float:
+        rankings = metrics.rank_documents(scores, ids, 10)
+        judged = [task.qrels[q.query_id] for q in task.queries]
+        return 100 * float(np.mean([metrics.ndcg_at_k(r, j, 10) for r, j in zip(rankings, judged, strict=True)]))
+
+    out = {"minilm": ndcg(dense), "bm25": ndcg(lexical)}
+    index = list(range(len(ids)))
+    fused = np.zeros_like(dense)
+    for row in range(len(task.queries)):
+        rankings = [ranking_from_scores(index, s[row])[:RRF_DEPTH] for s in (dense, lexical)]
+        for doc, score in rrf_scores(rankings).items():
+            fused[row, doc] = score
+    out["rrf(minilm, bm25)"] = ndcg(fused)
+    for weight in DENSE_WEIGHTS:
+        out[f"z-fusion dense {weight:.1f}"] = ndcg(weight * _zscores(dense) + (1 - weight) * _zscores(lexical))
+    return {name: round(value, 2) for name, value in out.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--corpus", action="append", choices=CORPORA, help="default: both")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    import torch
+    from common import machine_info, write_result
+
+    torch.set_num_threads(2)
+    machine = machine_info()
+    results, ratios = {}, {}
+    for corpus in args.corpus or list(CORPORA):
+        started = time.time()
+        scores = teacher_scores(corpus)
+        best = max((k for k in scores if k != "minilm"), key=scores.__getitem__)
+        results[corpus] = {"ndcg10": scores, "best_other_teacher": best, "seconds": round(time.time() - started, 1)}
+        ratios[f"best_teacher_minus_minilm_ndcg10_{corpus}"] = round(scores[best] - scores["minilm"], 2)
+        logging.info("%s: %s", corpus, scores)
+    path = write_result(
+        "teachers",
+        {
+            "machine": machine,
+            "protocol": "nDCG@10 x 100 of each teacher as a retriever, every judged real query, whole corpus",
+            "results": results,
+            "ratios": ratios,
+            "goals": {k: "> 0 for a teacher to carry signal the starting model lacks" for k in ratios},
+        },
+    )
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()
