@@ -41,9 +41,10 @@ class Switch:
 
 SWITCHES = {
     "curriculum": Switch("curriculum", ("train.stages.0.curriculum=mgh",), ("train.stages.0.curriculum=none",), False),
+    # a demonstration (query + positive) needs room before the query: the profile's 64 query tokens leave none
     "icl": Switch(
         "icl",
-        ("train.in_context.fraction=0.5", "train.in_context.k=1"),
+        ("train.in_context.fraction=0.5", "train.in_context.k=1", "model.max_query_length=256"),
         ("train.in_context.fraction=0.0",),
         False,
     ),
