@@ -41,7 +41,7 @@ class TeacherConfig(Section):
     micro_batch_size: PositiveInt | None = Field(
         None,
         description="dense teachers: texts per forward pass inside each batch of `batch_size` rows (CPUs run small "
-        "forward passes faster, docs/results.md); None: the whole batch",
+        "forward passes faster, git log); None: the whole batch",
     )
     concurrency: PositiveInt = 1
     num_cpus: float = Field(1.0, gt=0)

@@ -72,7 +72,7 @@ class ServeConfig(Section):
         "PASSIVE",
         description="OMP_WAIT_POLICY in replicas: PASSIVE torch threads sleep between forward passes instead of "
         "spinning on cores the HTTP proxy and the replica's event loop need (on 2 cores: 24.3 against 20.5 "
-        "requests/s in one pair of runs, not repeated cleanly; docs/results.md); None: OpenMP's default",
+        "requests/s in one pair of runs, not repeated cleanly; git log); None: OpenMP's default",
     )
     max_ongoing_requests: PositiveInt = 32
     max_queued_requests: int = Field(128, ge=-1)

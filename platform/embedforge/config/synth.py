@@ -36,13 +36,13 @@ class GeneratorConfig(Section):
     in_process: bool | None = Field(
         None,
         description="run the engine inside the actor's process instead of vLLM's engine-core and worker processes; "
-        "None: on CPU with tensor_parallel_size 1 (docs/results.md, 2026-11-23)",
+        "None: on CPU with tensor_parallel_size 1 (git log, 2026-11-23)",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
         "auto",
         description="vLLM's dtype; auto: vLLM's choice, except float32 for an engine on a CPU without native bf16, "
         "where vLLM's bf16 matmul falls back to a slow path (float32 decoded 2x faster on this AVX2 machine; "
-        "docs/results.md)",
+        "git log)",
     )
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)
@@ -55,7 +55,7 @@ class GeneratorConfig(Section):
         le=2.0,
         description="divides the logits of tokens already in the prompt or output (1: off); small generators loop "
         "without it until the token budget cuts their JSON (1.1 finished 64 of 64 guided SmolLM2 outputs, 1.0 58; "
-        "docs/results.md). The judge always decodes unpenalised",
+        "git log). The judge always decodes unpenalised",
     )
     max_tokens: PositiveInt = 1024
     seed: int = 0
@@ -63,7 +63,7 @@ class GeneratorConfig(Section):
         None,
         description="prompts per engine call (one Ray Data batch); None: max_num_seqs, so that every call can fill "
         "the engine's running batch (64 prompts in flight decoded 1.5-2.0x the tokens/s of 16 here, measured in "
-        "different runs; docs/results.md)",
+        "different runs; git log)",
     )
     guided: bool = Field(True, description="JSON-schema guided decoding (only the benchmark turns it off)")
 

@@ -114,7 +114,7 @@ class TrainConfig(Section):
     micro_batch_size: PositiveInt | None = Field(
         None,
         description="forward each side of a batch in length-sorted chunks of this many texts, one autograd graph: "
-        "same loss and gradients, faster on CPUs (docs/results.md); None: one forward pass per side",
+        "same loss and gradients, faster on CPUs (git log); None: one forward pass per side",
     )
     in_context: InContextConfig = Field(default_factory=InContextConfig)
     max_grad_norm: float = Field(1.0, gt=0)

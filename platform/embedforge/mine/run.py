@@ -3,7 +3,7 @@
 Every source is loaded once (`embedforge.data.sources.load_source`) and grouped into pools (`pools`). Then all
 their texts stream through each dense teacher's Ray Data actor pool into the embedding cache (`embed_stage`), in
 one pass per teacher: an actor pool's start-up costs 20-30 s on the 2-core machine, and a pass per source and
-pool paid it six times in the demo (docs/results.md). Then each pool's corpus vectors are copied from the cache
+pool paid it six times in the demo (git log). Then each pool's corpus vectors are copied from the cache
 into a memory map and indexed with faiss, and its queries are mined chunk by chunk (`miner`), writing one
 `run_dir/mine/data/part-NNNNN.parquet` shard of TrainingExamples per chunk. Shards already on disk are skipped on
 resume; the manifest records every parameter and the statistics table, which is also printed.

@@ -9,7 +9,7 @@ modules and weights compute every step (embeddings, query/key/value, output and 
 result is the padded model's up to float rounding; the pooling (mean or CLS over the real tokens) is ST's.
 
 Serving with one text per request is where padding hurts: the batch is whatever requests arrived together
-(docs/results.md, 2026-11-24). Models this does not cover (another architecture, a prompt, relative positions,
+(git log, 2026-11-24). Models this does not cover (another architecture, a prompt, relative positions,
 max or weighted pooling) keep sentence-transformers' own `encode`.
 """
 

@@ -8,7 +8,7 @@ accepting requests and the next batch fills while the current one encodes. `wait
 waiting request's arrival: a batcher that was idle waits that long for company, but requests that queued while
 the previous batch encoded have waited already and go at once. (Sleeping after every batch handed the event loop
 to the previous batch's response handlers first: 9 ms between batches on average, at 1 text per request from 16
-clients on 2 vCPUs; docs/results.md, 2026-11-24.) When more than
+clients on 2 vCPUs; git log, 2026-11-24.) When more than
 `max_pending_requests` wait, new ones get 503 at once instead of queueing without bound.
 """
 

@@ -63,7 +63,7 @@ def runs_in_process(settings: EngineSettings) -> bool:
     vLLM's default splits an engine into a front end, an engine-core process and a worker process that pass every
     decoding step through shared memory; on 2 cores the three processes spin-wait against each other, one core is
     reserved for the engine core, and starting them took 22-42 s. In one process the engine started in 5-15 s and
-    decoded 1.5-1.8x faster (benchmarks/synth_engine.py, docs/results.md). GPUs and tensor parallelism keep vLLM's
+    decoded 1.5-1.8x faster (benchmarks/synth_engine.py, git log). GPUs and tensor parallelism keep vLLM's
     default.
     """
     import torch
@@ -85,9 +85,9 @@ def runs_float32(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> b
     native bf16 such as this machine's AVX2 cores.
 
     There vLLM cannot build its oneDNN bf16 matmul and falls back to torch's bf16 `linear`, which took 74 % of each
-    decoding step (docs/results.md, 2026-11-23: bf16 38.3 tokens/s against 62.3 in float32 on 16 prompts). In
+    decoding step (git log, 2026-11-23: bf16 38.3 tokens/s against 62.3 in float32 on 16 prompts). In
     float32 vLLM's own oneDNN matmul runs every linear layer; with vLLM 0.32 it decoded 1.13-1.35x faster than
-    torch's float32 `linear` (docs/results.md, 2026-11-24).
+    torch's float32 `linear` (git log, 2026-11-24).
     """
     if on_gpu or native_bf16:
         return False

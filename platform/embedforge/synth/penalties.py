@@ -4,7 +4,7 @@ A repetition penalty r > 1 (Keskar et al. 2019, CTRL; the sampling knob `synth.g
 divides a positive logit by r and multiplies a negative one by r for every token already in the prompt or the
 output. A small generator loops ("test_but_true_but_false_but ...", runs of digits) until its token budget ends
 the JSON it was writing; with r = 1.1 the bundled SmolLM2 finished every one of 64 guided outputs, against 58 of
-64 without it (docs/results.md).
+64 without it (git log).
 
 vLLM 0.32's CPU sampler applies penalties through full-vocabulary tensors each step: token counts for the prompt
 and the output (int64, sequences x 49,152 for SmolLM2), the penalty repeated over the vocabulary, and the

@@ -3,7 +3,7 @@
 Top-p sampling (Holtzman et al., the sampler NV-Embed's generator runs with, recipe section 6) keeps the most
 probable tokens whose probabilities reach p. vLLM 0.32 finds them on CPU by sorting every row's whole vocabulary
 each step: for 64 sequences of SmolLM2 (49,152 tokens) the sort took 149 ms, a fifth of a decoding step
-(docs/results.md). The tokens that top-p keeps are usually among the 256 most probable, which `torch.topk` finds
+(git log). The tokens that top-p keeps are usually among the 256 most probable, which `torch.topk` finds
 in 8 ms. A row whose nucleus reaches past them (6.7 % of rows in a 64-prompt run) looks at its 4,096 most
 probable tokens (0.45 ms a row, against 2.3 ms for a sort), and only a row whose nucleus reaches past those goes
 to vLLM's own sort.

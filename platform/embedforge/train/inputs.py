@@ -5,7 +5,7 @@ except for symmetric tasks, which give both sides the instruction (NV-Embed 4). 
 
 `train.micro_batch_size` runs each side's forward pass in length-sorted chunks inside one autograd graph: the loss
 and its gradients are those of one big forward, but on a CPU the small matrices run faster and pad less
-(docs/results.md, session 14).
+(git log, session 14).
 """
 
 from __future__ import annotations

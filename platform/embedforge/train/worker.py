@@ -261,7 +261,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 append_row(out_dir / METRICS_CSV, metrics)
                 progress.update(global_step, metrics)
             # Ray Train holds one unconsumed report and its controller takes it every 2 s, so reporting every step
-            # stalls steps shorter than that (79 % overhead on the tiny model, docs/results.md): every rank reports
+            # stalls steps shorter than that (79 % overhead on the tiny model, git log): every rank reports
             # on the same steps, those that log or checkpoint; the CSV above keeps every step
             if checkpoint_step or global_step % train.log_every == 0:
                 ray.train.report(
