@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # Ray 2.60 turns token auth on for a head when ~/.ray/auth_token exists; its CLI only sends the token in this mode
 export RAY_AUTH_MODE := token
 
-.PHONY: setup models test lint demo demo-generalist demo-smoke bench cluster-up cluster-down clean
+.PHONY: setup models test lint demo demo-generalist demo-smoke gpu-check bench cluster-up cluster-down clean
 
 setup: $(STAMP)
 
@@ -52,9 +52,14 @@ demo-generalist: models
 demo-smoke: models
 	cluster/local/demo_smoke.sh
 
+# every stage of configs/tiny.yaml on the GPU, checked from the manifests and the served embedding (elsewhere: skipped)
+gpu-check: models
+	$(BIN)/python -m embedforge.pipeline.gpu_check
+
 bench: models
-	@for b in $(filter-out benchmarks/common.py,$(wildcard benchmarks/*.py)); do \
+	@for b in $(filter-out benchmarks/common.py benchmarks/render_docs.py,$(wildcard benchmarks/*.py)); do \
 		echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	$(BIN)/python benchmarks/render_docs.py
 
 cluster-up: setup
 	$(BIN)/embedforge cluster up

@@ -88,6 +88,7 @@ def test_an_embedforge_teacher_scores_with_its_own_model_config(tiny_model_dir):
     own = {"pooling": "last", "bidirectional": False, "max_doc_length": 48}
     teacher = TeacherConfig(kind="embedforge", model=str(tiny_model_dir), model_settings=own)
     assert teacher.embedder_config.backbone == str(tiny_model_dir)
+    assert TeacherConfig.model_validate(teacher.model_dump(mode="json")) == teacher  # as a Ray actor receives it
     direct = load_embedder(ModelConfig(backbone=str(tiny_model_dir), **own))
     texts = [document for _, document in PAIRS]
     scored = load_dense_teacher(teacher).encode_documents(texts)

@@ -6,6 +6,7 @@ Fused kernels are where bidirectionality is silently lost at batch size 1 if onl
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,3 +58,17 @@ def test_cuda_lora_training_step_bf16(tiny_model_dir):
     assert emb.dtype == torch.float32 and emb.device.type == "cuda"
     (1 - emb[0] @ emb[1]).backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in embedder.named_parameters() if "lora" in n)
+
+
+def test_an_encoder_placed_on_cuda_runs_in_half_precision_unless_forced(tiny_model_dir):
+    """`model.dtype: auto` is bf16 on a GPU that has it (cluster.device.inference_dtype); float32 when forced."""
+    from embedforge.cluster.device import model_dtype
+    from embedforge.model import load_encoder
+
+    auto = load_encoder(str(tiny_model_dir), device="cuda")
+    assert model_dtype(auto) == ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
+    float32 = ModelConfig(backbone=str(tiny_model_dir), dtype="float32")
+    forced = load_encoder(str(tiny_model_dir), float32, device="cuda")
+    assert model_dtype(forced) == "float32"
+    vectors = auto.encode_documents(["one text", "another text"])
+    assert vectors.dtype == np.float32 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)

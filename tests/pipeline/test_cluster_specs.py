@@ -147,4 +147,4 @@ def test_resource_check_names_the_short_stage(production):
         "train needs 32 CPUs, the cluster has 16 now",
         "serve needs 32 CPUs, the cluster has 16 now",
     ]
-    assert stage_gpus(production) == {"synth": 8.0, "mine": 8.0, "train": 32.0, "serve": 8.0}
+    assert stage_gpus(production) == {"synth": 8.0, "mine": 8.0, "train": 32.0, "evaluate": 8.0, "serve": 8.0}

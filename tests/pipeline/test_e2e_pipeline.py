@@ -7,6 +7,7 @@ can run beside the foundation's cluster test and other engineers' clusters; SIGT
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -24,7 +25,7 @@ import pytest
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
 from embedforge.pipeline.demo import bundled_models, print_examples
-from embedforge.pipeline.probe import embed
+from embedforge.pipeline.probe import base_url, embed
 from embedforge.pipeline.runner import read_pipeline
 from embedforge.pipeline.submit import submit_pipeline
 from embedforge.runs.stage import read_manifest
@@ -32,6 +33,7 @@ from embedforge.runs.stage import read_manifest
 REPO = Path(__file__).resolve().parents[2]
 TINY = "configs/tiny.yaml"
 STAGES = ("synth", "mine", "train", "evaluate")
+CPU_RUN = {"device": "cpu", "device_count": 0, "dtype": "float32", "peak_accelerator_memory_mb": 0.0}
 
 pytestmark = pytest.mark.slow
 
@@ -129,8 +131,19 @@ def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
         manifest = read_manifest(run_dir / stage)
         assert manifest is not None and manifest["status"] == "complete", stage
         assert record["steps"][stage]["status"] == "complete", stage
+        # where the stage ran: every worker on the CPU here, with no accelerator memory, in float32 (vLLM's CPU
+        # engine runs bf16 where the processor has native bf16)
+        usage = manifest["usage"]
+        if stage == "mine" and usage["workers"] == 0:  # every teacher vector was in the embedding cache already
+            assert usage["device"] == "none"
+            continue
+        assert usage["workers"] >= 1, stage
+        expected = {**CPU_RUN, "dtype": usage["dtype"] if stage == "synth" else "float32"}
+        assert {k: usage[k] for k in CPU_RUN} == expected, stage
+        assert usage["dtype"] in ("float32", "bfloat16"), stage
     assert read_manifest(run_dir / "train")["counts"], "training counted nothing"
     assert (run_dir / "evaluate" / "report.md").is_file() and (run_dir / "evaluate" / "report.png").is_file()
+    assert "| trained | cpu | 0 | float32 | 0 |" in (run_dir / "evaluate" / "report.md").read_text()
     exports = record["steps"]["export"]["exports"]
     assert set(exports) == {"merged", "sentence_transformers"}
 
@@ -143,6 +156,9 @@ def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
     local = load_encoder(exports["merged"]["path"]).encode_documents(["Ray runs the whole pipeline as one job."])[0]
     assert served.shape == local.shape
     assert float(served @ local) >= 0.999
+    with urllib.request.urlopen(f"{base_url(endpoint)}/ready", timeout=60) as resp:
+        ready = json.loads(resp.read())
+    assert {k: ready["usage"][k] for k in CPU_RUN} == CPU_RUN
 
     # the demo's curl and openai-client examples work against the deployment
     print_examples(endpoint, config)

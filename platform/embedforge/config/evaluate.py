@@ -62,6 +62,7 @@ class EvaluateConfig(Section):
     batch_size: PositiveInt = 32
     concurrency: PositiveInt = Field(1, description="Ray workers per model, each holding a copy of the model")
     cpus_per_worker: float = Field(1.0, gt=0)
+    gpus_per_worker: float = Field(0.0, ge=0, description="GPUs each worker reserves; it encodes on them when > 0")
     cache: bool = Field(True, description="cache embeddings by (model, instruction, text) hash")
     cache_dir: str | None = Field(None, description="default <EMBEDFORGE_CACHE>/embeddings")
 

@@ -65,7 +65,10 @@ class TeacherConfig(Section):
         if self.model_settings is not None:
             if self.kind != "embedforge":
                 raise ValueError(f"teacher kind {self.kind!r}: model_settings applies to kind 'embedforge' only")
-            if "backbone" in self.model_settings.model_fields_set and self.model_settings.backbone != self.model:
+            if "backbone" not in self.model_settings.model_fields_set:
+                # the teacher's model is the backbone, also in the dump that Ray actors validate again
+                self.model_settings = self.model_settings.model_copy(update={"backbone": self.model})
+            elif self.model_settings.backbone != self.model:
                 raise ValueError(
                     f"teacher model_settings.backbone {self.model_settings.backbone!r} differs from its model "
                     f"{self.model!r}; leave it out (the teacher's model is the backbone)"

@@ -17,7 +17,7 @@ from embedforge.config.base import Section
 PoolingName = Literal["auto", "mean", "cls", "last", "latent_attention", "ata"]
 PooledTokens = Literal["auto", "text", "all"]
 ALL_LINEAR = "all-linear"
-DType = Literal["float32", "bfloat16", "float16"]
+DType = Literal["auto", "float32", "bfloat16", "float16"]
 
 
 class LatentAttentionConfig(Section):
@@ -90,7 +90,7 @@ class ModelConfig(Section):
     pooling: PoolingName = "auto"
     pooled_tokens: PooledTokens = "auto"
     bidirectional: bool | None = None
-    dtype: DType = "float32"
+    dtype: DType = "auto"
     max_query_length: PositiveInt = 128
     max_doc_length: PositiveInt = 256
     normalize: bool = True

@@ -41,8 +41,9 @@ def split_reference(ref: str) -> tuple[str, dict[str, Any]]:
     return base, options
 
 
-def load_model(ref: str, model_config: ModelConfig | None = None) -> TextEncoder:
-    """The encoder behind `ref`; its `name` is the full reference, so reports tell pooling variants apart."""
+def load_model(ref: str, model_config: ModelConfig | None = None, device: str = "cpu") -> TextEncoder:
+    """The encoder behind `ref` on `device`; its `name` is the full reference, so reports tell pooling variants
+    apart."""
     if ref.startswith(("http://", "https://")):
         from embedforge.evaluate.http_encoder import HTTPEncoder
 
@@ -53,6 +54,6 @@ def load_model(ref: str, model_config: ModelConfig | None = None) -> TextEncoder
     config = model_config or ModelConfig()
     if options:
         config = ModelConfig.model_validate({**config.model_dump(), **options})
-    encoder = load_encoder(base, model_config=config)
+    encoder = load_encoder(base, model_config=config, device=device)
     encoder.name = ref
     return encoder

@@ -33,12 +33,14 @@ def build_report(
     baseline: str | None = None,
     provenance: dict[str, str] | None = None,
     contamination: dict[str, int] | None = None,
+    usage: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """`results[model][task]` = {"family", "main_metric", "main_score", "metrics", ...} -> the report dict.
 
     `provenance[task]` ("left out" / "in-distribution", see `registry.task_provenance`) labels each task and gives
     an average per label, so scores on data the run trained on never mix with scores on data it never saw.
-    `contamination[task]` counts the task's scored units found in the run's training data."""
+    `contamination[task]` counts the task's scored units found in the run's training data; `usage[model]` is where
+    the model was scored (`cluster.device.stage_usage`: device, GPUs, dtype, peak accelerator memory)."""
     models = list(results)
     if baseline is not None and baseline not in results:
         raise ValueError(f"baseline {baseline!r} was not evaluated; evaluated models: {models}")
@@ -80,6 +82,7 @@ def build_report(
         "borda": points,
         "ranking": ranking,
         "baseline": baseline,
+        "usage": usage or {},
         "details": results,
     }
     if baseline is not None:
@@ -147,6 +150,13 @@ def to_markdown(report: dict[str, Any]) -> str:
         [str(i + 1), m, f"{report['borda'][m]:g}", _pct(report["average"][m])] for i, m in enumerate(report["ranking"])
     ]
     lines += _table(["rank", "model", "Borda points", "average"], rows)
+    if report.get("usage"):
+        lines += ["", "## Where each model ran", ""]
+        rows = [
+            [m, u["device"], str(u["device_count"]), str(u["dtype"]), f"{u['peak_accelerator_memory_mb']:g}"]
+            for m, u in report["usage"].items()
+        ]
+        lines += _table(["model", "device", "GPUs", "dtype", "peak accelerator MiB"], rows)
     if report.get("deltas"):
         base = report["baseline"]
         lines += ["", f"## Deltas vs `{base}` (x100)", ""]

@@ -15,13 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from embedforge.cluster.device import read_usage, stage_usage
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
 from embedforge.evaluate.contamination import run_training_texts
 from embedforge.evaluate.registry import CONTAMINATED, build_task, selected_tasks, task_provenance
 from embedforge.evaluate.report import build_report, to_markdown, write_report
 from embedforge.evaluate.tasks import RerankingTask, RetrievalTask, Task
-from embedforge.runs.stage import StageRun
+from embedforge.runs.stage import USAGE, StageRun
 
 log = logging.getLogger(__name__)
 STAGE = "evaluate"
@@ -69,8 +70,14 @@ def _slug(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:12]
 
 
+def usage_dir(stage_dir: Path, model: str) -> Path:
+    """Where the workers scoring `model` record their device, dtype and peak accelerator memory."""
+    return stage_dir / USAGE / _slug(model)
+
+
 class _Worker:
-    """One model copy in a Ray actor; scores tasks one at a time."""
+    """One model copy in a Ray actor, on the device Ray assigned it; scores tasks one at a time and records where
+    it ran in `usage_dir`."""
 
     def __init__(
         self,
@@ -81,24 +88,30 @@ class _Worker:
         batch_size: int,
         seed: int,
         threads: int,
+        usage_dir: str,
     ) -> None:
         import torch
 
+        from embedforge.cluster.device import assigned_device, model_dtype
         from embedforge.config.model import ModelConfig
         from embedforge.evaluate.cached import CachedEncoder
         from embedforge.evaluate.models import load_model
 
         torch.set_num_threads(threads)
-        encoder = load_model(ref, ModelConfig.model_validate(model_config))
+        self.device = assigned_device()
+        encoder = load_model(ref, ModelConfig.model_validate(model_config), self.device)
         encoder.name = name
+        self.dtype = model_dtype(encoder)
         self.encoder = CachedEncoder(encoder, ref, cache) if cache else encoder
-        self.batch_size, self.seed = batch_size, seed
+        self.batch_size, self.seed, self.usage_dir = batch_size, seed, usage_dir
 
     def score(self, task: Task) -> dict[str, Any]:
+        from embedforge.cluster.device import record_usage
         from embedforge.evaluate.scoring import score_task
 
         start = time.time()
         metrics = score_task(task, self.encoder, self.batch_size, self.seed)
+        record_usage(self.usage_dir, self.device, self.dtype)
         return {
             "task": task.name,
             "family": task.family,
@@ -130,7 +143,7 @@ def _evaluate_model(
     if not todo:
         return results
     ev = config.evaluate
-    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker)(_Worker)
+    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker, num_gpus=ev.gpus_per_worker)(_Worker)
     actors = [
         worker_cls.remote(
             ref,
@@ -140,6 +153,7 @@ def _evaluate_model(
             ev.batch_size,
             ev.seed,
             max(1, int(ev.cpus_per_worker)),
+            str(usage_dir(out.parent, name)),
         )
         for _ in range(min(ev.concurrency, len(todo)))
     ]
@@ -228,7 +242,8 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         t0 = time.time()
         results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", attempt)
         stage.time(f"model:{name}", time.time() - t0)
-    report = build_report(results, ev.baseline_for_deltas, provenance, contamination)
+    usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in refs}
+    report = build_report(results, ev.baseline_for_deltas, provenance, contamination, usage)
     paths = write_report(report, stage.dir)
     print(to_markdown(report))
     return stage.complete(
@@ -237,6 +252,7 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         ranking=report["ranking"],
         average=report["average"],
         average_by_data=report["average_by_data"],
+        usage_by_model=report["usage"],
         data={t: info["data"] for t, info in report["tasks"].items()},
         contamination={"policy": ev.contamination, "units": contamination},
         contaminated_eval_rows=len(marked),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from embedforge.cluster.device import assigned_device
+from embedforge.cluster.device import assigned_device, model_dtype, record_usage
 from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.mine.teachers.dense import dense_identity, encode_side, load_dense_teacher
@@ -24,15 +24,17 @@ EmbedRequest = tuple[str, str, str | None]  # (text, side, instruction)
 
 
 class EmbedActor:
-    """Ray Data callable class: encodes a batch of (text, side, instruction) rows into the cache."""
+    """Ray Data callable class: encodes a batch of (text, side, instruction) rows into the cache, and records its
+    device, dtype and peak accelerator memory in `usage_dir` when given."""
 
-    def __init__(self, teacher: dict, cache_root: str) -> None:
+    def __init__(self, teacher: dict, cache_root: str, usage_dir: str | None = None) -> None:
         import torch
 
         self.teacher = TeacherConfig.model_validate(teacher)
         torch.set_num_threads(max(1, int(self.teacher.num_cpus)))
-        device = assigned_device()
-        self.encoder = load_dense_teacher(self.teacher, device)
+        self.device = assigned_device()
+        self.encoder = load_dense_teacher(self.teacher, self.device)
+        self.usage_dir = usage_dir
         self.forward_batch = self.teacher.micro_batch_size or self.teacher.batch_size
         self.cache_root = cache_root
         self.caches: dict[str, EmbeddingCache] = {}
@@ -52,6 +54,8 @@ class EmbedActor:
                 vectors = encode_side(self.encoder, todo, side, instruction, self.forward_batch)
                 cache.put(todo, vectors)
                 encoded += len(todo)
+        if self.usage_dir is not None:
+            record_usage(self.usage_dir, self.device, model_dtype(self.encoder))
         return {"encoded": np.array([encoded], dtype=np.int64), "rows": np.array([len(batch["text"])])}
 
 
@@ -67,8 +71,11 @@ def pending(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root
     return out
 
 
-def embed_into_cache(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str) -> int:
-    """Encode every request not yet cached through a Ray Data actor pool; returns how many were encoded."""
+def embed_into_cache(
+    requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str, usage_dir: str | None = None
+) -> int:
+    """Encode every request not yet cached through a Ray Data actor pool; returns how many were encoded. The
+    actors record where they ran in `usage_dir` (a stage's `StageRun.usage_dir`)."""
     import ray
 
     todo = pending(requests, teacher, cache_root)
@@ -90,7 +97,11 @@ def embed_into_cache(requests: Iterable[EmbedRequest], teacher: TeacherConfig, c
     ds = ray.data.from_arrow([table.slice(start, rows) for start in range(0, len(todo), rows)])
     ds = ds.map_batches(
         EmbedActor,
-        fn_constructor_kwargs={"teacher": teacher.model_dump(mode="json"), "cache_root": cache_root},
+        fn_constructor_kwargs={
+            "teacher": teacher.model_dump(mode="json"),
+            "cache_root": cache_root,
+            "usage_dir": usage_dir,
+        },
         batch_size=teacher.batch_size,
         compute=ray.data.ActorPoolStrategy(size=teacher.concurrency),
         num_cpus=teacher.num_cpus,

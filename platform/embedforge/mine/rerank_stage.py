@@ -9,33 +9,41 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedforge.cluster.device import assigned_device
+from embedforge.cluster.device import assigned_device, model_dtype, record_usage
 from embedforge.config.mine import TeacherConfig
 from embedforge.mine.teachers.pairwise import load_pair_scorer
 
 
 class _PairScoreActor:
-    def __init__(self, teacher: dict) -> None:
+    def __init__(self, teacher: dict, usage_dir: str | None) -> None:
         import torch
 
         config = TeacherConfig.model_validate(teacher)
         torch.set_num_threads(max(1, int(config.num_cpus)))
-        self.scorer = load_pair_scorer(config, assigned_device())
+        self.device = assigned_device()
+        self.scorer = load_pair_scorer(config, self.device)
+        self.usage_dir = usage_dir
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        return self.scorer.score(pairs)
+        scores = self.scorer.score(pairs)
+        if self.usage_dir is not None:
+            record_usage(self.usage_dir, self.device, model_dtype(self.scorer))
+        return scores
 
 
 class PairScorerPool:
-    """`score(pairs)` over `teacher.concurrency` Ray actors; a `PairScorer` like the local ones."""
+    """`score(pairs)` over `teacher.concurrency` Ray actors; a `PairScorer` like the local ones. The actors record
+    where they ran in `usage_dir` when given."""
 
-    def __init__(self, teacher: TeacherConfig) -> None:
+    def __init__(self, teacher: TeacherConfig, usage_dir: str | None = None) -> None:
         import ray
         from ray.util import ActorPool
 
         remote = ray.remote(max_restarts=-1, max_task_retries=-1)(_PairScoreActor)
         self.actors = [
-            remote.options(num_cpus=teacher.num_cpus, num_gpus=teacher.num_gpus).remote(teacher.model_dump(mode="json"))
+            remote.options(num_cpus=teacher.num_cpus, num_gpus=teacher.num_gpus).remote(
+                teacher.model_dump(mode="json"), usage_dir
+            )
             for _ in range(teacher.concurrency)
         ]
         self.pool = ActorPool(self.actors)

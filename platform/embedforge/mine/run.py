@@ -181,7 +181,8 @@ class _Miner:
     def open_pairwise(self) -> None:
         from embedforge.mine.rerank_stage import PairScorerPool
 
-        self.pair_pools = [PairScorerPool(t) for t in self.config.mine.teachers if t.kind in PAIRWISE_KINDS]
+        usage = str(self.stage.usage_dir)
+        self.pair_pools = [PairScorerPool(t, usage) for t in self.config.mine.teachers if t.kind in PAIRWISE_KINDS]
 
     def close(self) -> None:
         for pool in self.pair_pools:
@@ -199,7 +200,7 @@ class _Miner:
             for request in _embed_requests(pool)
         ]
         for teacher in (t for t in self.config.mine.teachers if t.kind in DENSE_KINDS):
-            n = embed_into_cache(requests, teacher, self.root)
+            n = embed_into_cache(requests, teacher, self.root, str(self.stage.usage_dir))
             log.info("%d sources: %s encoded %d new texts", len(plans), teacher.model, n)
         self.stage.time("embed", time.time() - started)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from embedforge.cluster.device import inference_dtype
 from embedforge.config.model import ModelConfig
 from embedforge.model.backbone import load_backbone, load_tokenizer
 from embedforge.model.backbone_spec import own_model_config, read_backbone_spec, resolve_model_config
@@ -25,13 +26,13 @@ EXPORT_MANIFEST = "embedforge_export.json"  # which sentence-transformers kind a
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def _from_model_config(config: ModelConfig) -> Embedder:
+def _from_model_config(config: ModelConfig, device: str) -> Embedder:
     path = resolve_model(config.backbone)
     if is_embedforge_dir(path):
         raise ValueError(f"model.backbone {config.backbone!r} is an embedforge model folder: load it directly")
     spec = read_backbone_spec(path)
     config = resolve_model_config(config, spec)
-    backbone = load_backbone(spec, config.dtype, config.bidirectional)
+    backbone = load_backbone(spec, inference_dtype(config.dtype, device), config.bidirectional)
     ref = config.backbone if config.backbone.startswith(BUNDLED_PREFIX) else str(path)  # absolute: saved folders move
     return Embedder(backbone, load_tokenizer(spec.weights), config, name=config.backbone, backbone_ref=ref)
 
@@ -40,8 +41,12 @@ def _is_sentence_transformers_dir(path: Path) -> bool:
     return (path / "modules.json").is_file()
 
 
-def load_embedder(source: object, model_config: ModelConfig | None = None, trainable: bool = False) -> Embedder:
-    """The LLM embedder for `source` (see module docstring).
+def load_embedder(
+    source: object, model_config: ModelConfig | None = None, trainable: bool = False, device: str = "cpu"
+) -> Embedder:
+    """The LLM embedder for `source` (see module docstring), its weights in the dtype that `model.dtype` gives on
+    `device` (`auto`: float32 on a CPU, half precision on a GPU; `cluster.device.inference_dtype`). The caller moves
+    it to `device`; training loads for the CPU (float32 master weights) and computes in bf16 through autocast.
 
     `model_config` applies to plain checkpoints and sentence-transformers folders (its `backbone` is replaced by
     the given folder; without it they keep their own prompts, pooling and length); saved embedforge folders and
@@ -51,9 +56,9 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
     from embedforge.config import EmbedforgeConfig, load_config
 
     if isinstance(source, EmbedforgeConfig):
-        return _from_model_config(source.model)
+        return _from_model_config(source.model, device)
     if isinstance(source, ModelConfig):
-        return _from_model_config(source)
+        return _from_model_config(source, device)
     if not isinstance(source, str | Path):
         raise TypeError(f"load_embedder takes a config, a path or a 'bundled:' ref, got {type(source).__name__}")
     ref = str(source)
@@ -61,18 +66,18 @@ def load_embedder(source: object, model_config: ModelConfig | None = None, train
     if path.is_file():
         if path.suffix not in CONFIG_SUFFIXES:
             raise ValueError(f"{path} is a file but not a config ({', '.join(CONFIG_SUFFIXES)})")
-        return _from_model_config(load_config(path).model)
+        return _from_model_config(load_config(path).model, device)
     if is_embedforge_dir(path):
-        return load_saved(path, trainable=trainable)
+        return load_saved(path, trainable=trainable, device=device)
     if is_embedforge_dir(path / EMBEDDER_DIR):  # a sentence-transformers export holds the merged model inside
-        return load_saved(path / EMBEDDER_DIR, trainable=trainable)
+        return load_saved(path / EMBEDDER_DIR, trainable=trainable, device=device)
     if (path / "config.json").is_file() or _is_sentence_transformers_dir(path):
         backbone = ref if ref.startswith(BUNDLED_PREFIX) else str(path)
         exported = path / EXPORT_MANIFEST  # embedforge's own standard-modules export records its model config
         if model_config is None and exported.is_file():
             model_config = ModelConfig.model_validate(json.loads(exported.read_text())["model"])
         base = model_config or own_model_config(backbone, read_backbone_spec(path))
-        return _from_model_config(base.model_copy(update={"backbone": backbone}))
+        return _from_model_config(base.model_copy(update={"backbone": backbone}), device)
     raise ValueError(f"{path} is neither an embedforge model folder nor a Hugging Face checkpoint (no config.json)")
 
 
@@ -90,7 +95,7 @@ def load_encoder(
         from embedforge.model.st_encoder import SentenceTransformerEncoder
 
         return SentenceTransformerEncoder(path, name=str(ref), device=device)
-    embedder = load_embedder(ref, model_config=model_config).merge_lora()
+    embedder = load_embedder(ref, model_config=model_config, device=device).merge_lora()
     if embedder.config.int8_inference if int8 is None else int8:
-        return embedder.quantize_int8()  # a CPU option
+        return embedder.float().quantize_int8()  # a CPU option, quantized from float32 weights
     return embedder.to(device)

@@ -16,6 +16,7 @@ from typing import Any
 
 from safetensors.torch import load_file, save_file
 
+from embedforge.cluster.device import inference_dtype
 from embedforge.config.model import ModelConfig
 from embedforge.model.backbone import load_backbone, load_tokenizer
 from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_config
@@ -70,13 +71,14 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_saved(directory: Path, trainable: bool = False) -> Embedder:
-    """Load a folder written by `save_embedder` / merged export; adapters stay trainable only if asked."""
+def load_saved(directory: Path, trainable: bool = False, device: str = "cpu") -> Embedder:
+    """Load a folder written by `save_embedder` / merged export, in the dtype its config gives on `device`;
+    adapters stay trainable only if asked."""
     manifest = read_manifest(directory)
     full = manifest["weights"] == "full"
     spec = read_backbone_spec(directory / "backbone" if full else resolve_model(manifest["backbone_ref"]))
     config = resolve_model_config(ModelConfig.model_validate(manifest["model"]), spec)
-    backbone = load_backbone(spec, config.dtype, config.bidirectional)
+    backbone = load_backbone(spec, inference_dtype(config.dtype, device), config.bidirectional)
     if not full:
         from peft import PeftModel
 

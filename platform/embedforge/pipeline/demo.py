@@ -35,7 +35,8 @@ MINILM = "bundled:all-minilm-l6-v2"
 
 
 def bundled_models(config: EmbedforgeConfig) -> list[str]:
-    """Names of the bundled models the config refers to anywhere (backbone, generator, teachers, baselines)."""
+    """Names of the bundled models the config refers to (backbone, generator, teachers, baselines); a disabled
+    synth or mine section needs none of its models."""
     found: list[str] = []
 
     def walk(value: object) -> None:
@@ -48,7 +49,11 @@ def bundled_models(config: EmbedforgeConfig) -> list[str]:
         elif isinstance(value, str) and value.startswith(BUNDLED_PREFIX):
             found.append(value.removeprefix(BUNDLED_PREFIX).split("?")[0])  # drop options such as ?pooling=last
 
-    walk(config.model_dump(mode="json"))
+    dump = config.model_dump(mode="json")
+    for section in ("synth", "mine"):
+        if not getattr(config, section).enabled:
+            dump.pop(section)
+    walk(dump)
     return sorted(set(found))
 
 

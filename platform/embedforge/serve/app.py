@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from embedforge.cluster.device import usage
 from embedforge.config.serve import ServeConfig
 from embedforge.serve.auth import KeyChecker
 from embedforge.serve.errors import APIError
@@ -66,7 +67,7 @@ class EmbeddingDeployment:
     def __init__(self, config: ServeConfig, model: str, key_digests: list[bytes]) -> None:
         import torch
 
-        from embedforge.cluster.device import assigned_device
+        from embedforge.cluster.device import assigned_device, model_dtype
         from embedforge.model import load_encoder
 
         torch.set_num_threads(config.torch_threads or max(1, round(config.num_cpus)))
@@ -74,12 +75,15 @@ class EmbeddingDeployment:
         self.keys = KeyChecker(key_digests)
         self.metrics = ServeMetrics()
         started = time.perf_counter()
-        device = assigned_device()
-        self.service = EmbeddingService(load_encoder(model, device=device), config, observe_batch=self.metrics.batch)
+        self.device = assigned_device()
+        encoder = load_encoder(model, device=self.device)
+        self.dtype = model_dtype(encoder)
+        self.service = EmbeddingService(encoder, config, observe_batch=self.metrics.batch)
         log.info(
-            "loaded %s on %s (dimension %d) in %.1fs, API keys %s",
+            "loaded %s on %s (%s, dimension %d) in %.1fs, API keys %s",
             model,
-            device,
+            self.device,
+            self.dtype,
             self.service.dimension,
             time.perf_counter() - started,
             "on" if self.keys.enabled else "off",
@@ -122,7 +126,8 @@ class EmbeddingDeployment:
             await asyncio.wait_for(self.service.batcher.submit(("document", None, ()), texts, counts), READY_TIMEOUT_S)
         except (TimeoutError, APIError):
             return error_response(APIError(503, "model not answering yet"))
-        return JSONResponse({"status": "ready", "model": self.config.model_name, "dimension": self.service.dimension})
+        ready = {"status": "ready", "model": self.config.model_name, "dimension": self.service.dimension}
+        return JSONResponse({**ready, "usage": usage(self.device, self.dtype)})
 
     def __del__(self) -> None:
         service = getattr(self, "service", None)

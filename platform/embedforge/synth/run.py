@@ -65,8 +65,9 @@ def _write_json(path: Path, payload: Any) -> None:
     tmp.replace(path)
 
 
-def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Stream worker output rows, in input order, from Ray Data over an actor pool of vLLM engines."""
+def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: Path) -> Iterator[dict[str, Any]]:
+    """Stream worker output rows, in input order, from Ray Data over an actor pool of vLLM engines, which record
+    where they ran in `usage_dir`."""
     import ray
 
     gen, judge = config.synth.generator, config.synth.judge
@@ -80,7 +81,12 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
     gpus = gen.num_gpus_per_engine * gen.tensor_parallel_size
     ds = ds.map_batches(
         SynthWorker,
-        fn_constructor_kwargs={"engine": engine, "judge": judge_settings, "limits": limits_of(config.synth)},
+        fn_constructor_kwargs={
+            "engine": engine,
+            "judge": judge_settings,
+            "limits": limits_of(config.synth),
+            "usage_dir": str(usage_dir),
+        },
         batch_size=gen.prompts_per_call,
         compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
         num_cpus=gen.cpus_per_engine,
@@ -92,7 +98,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]]) -> Iterator[
         ctx.execution_options.preserve_order = previous_order
 
 
-def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Step 1, cached in work/tasks.json: task definitions per family plus brainstorm drops by reason."""
     cache = work / "tasks.json"
     if cache.is_file():
@@ -103,7 +109,7 @@ def _brainstorm(config: EmbedforgeConfig, work: Path) -> tuple[dict[str, list[st
     drops: Counter[str] = Counter()
     instruction_tokens = _instruction_tokens(config)
     started = time.time()
-    for row in _generate(config, brainstorm_rows(synth)):
+    for row in _generate(config, brainstorm_rows(synth), usage_dir):
         family = str(row["family"])
         try:
             found = parse_tasks(str(row["text"]), synth.max_task_chars)
@@ -244,7 +250,7 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
             synth.documents,
         )
     else:
-        tasks, drops = _brainstorm(config, work)
+        tasks, drops = _brainstorm(config, work, stage.usage_dir)
         rows = example_rows(synth, config.seed, tasks)
     stage.time("plan", time.time() - started)
     shards = assign_shards(rows, synth.shard_size)
@@ -270,7 +276,7 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if pending:
         buffer: dict[int, list[dict[str, Any]]] = {}
         prompts = tokens = 0
-        for row in _generate(config, [r for s in pending for r in shards[s]]):
+        for row in _generate(config, [r for s in pending for r in shards[s]], stage.usage_dir):
             shard = int(row["shard"])
             buffer.setdefault(shard, []).append(row)
             if len(buffer[shard]) < len(shards[shard]):

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from embedforge.cluster.device import assigned_device, device_memory_in_use_mb, record_usage
 from embedforge.synth.engine import EngineSettings, Generation, build_engine, complete, generate
 from embedforge.synth.plan import QUERY_KIND
 from embedforge.synth.query_prompts import STOP
@@ -60,8 +61,11 @@ def example_fields(kind: str, query: str, positive: str, negatives: list[str]) -
 class SynthWorker:
     """Callable class for `Dataset.map_batches`: rows carry `phase` (brainstorm | example), prompt, schema, ..."""
 
-    def __init__(self, engine: EngineSettings, judge: JudgeSettings, limits: Limits) -> None:
+    def __init__(
+        self, engine: EngineSettings, judge: JudgeSettings, limits: Limits, usage_dir: str | None = None
+    ) -> None:
         self.settings = engine
+        self.usage_dir = usage_dir
         self.judge = judge
         self.limits = limits
         self.llm = build_engine(engine)
@@ -82,6 +86,8 @@ class SynthWorker:
             self._judge(rows, out)
         self._prompts += len(rows)
         self._tokens += sum(o["output_tokens"] + o["judge_tokens"] for o in out)
+        if self.usage_dir is not None:
+            self._record_usage()
         elapsed = max(time.time() - self._started, 1e-9)
         log.info(
             "worker total: %d prompts, %.2f prompts/s, %.1f tokens/s (generation + judge)",
@@ -92,6 +98,13 @@ class SynthWorker:
         return {name: [r[name] for r in rows] for name in batch} | {
             name: [o[name] for o in out] for name in OUTPUT_COLUMNS
         }
+
+    def _record_usage(self) -> None:
+        """Where the engine runs: its KV cache and weights live in vLLM's engine process on a GPU, so the memory in
+        use on the device counts, not only this process's torch allocations."""
+        device = assigned_device()
+        dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+        record_usage(self.usage_dir, device, dtype, device_memory_in_use_mb(device))
 
     def _generate(self, rows: list[dict[str, Any]]) -> list[Generation]:
         """Few-shot query rows are raw completions ending at a newline; every other row is a guided chat turn."""

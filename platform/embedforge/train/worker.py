@@ -23,10 +23,12 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from embedforge.cluster.device import model_dtype, record_usage
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.model import load_embedder
+from embedforge.runs.stage import USAGE
 from embedforge.train.batching import Batch, in_plan_order, plan_stages
 from embedforge.train.checkpoint import (
     TrainState,
@@ -84,7 +86,7 @@ def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | No
     if config.train.teacher is None or not any(s.losses.embedding_distill.weight > 0 for s in config.train.stages):
         return None
     anchor = config.train.teacher == config.model.backbone
-    teacher = load_embedder(config.model if anchor else config.train.teacher)
+    teacher = load_embedder(config.model if anchor else config.train.teacher, device=device.type)
     teacher.requires_grad_(False)
     teacher.to(device)
     teacher.eval()
@@ -257,6 +259,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                     TrainState(global_step, index, stage_step + 1, stage.curriculum, batch.level, config_hash),
                 )
                 checkpoint = ray.train.Checkpoint.from_directory(str(tmp))
+            if checkpoint_step:  # every rank: where it trained, in which precision, at what memory peak
+                record_usage(out_dir / USAGE, device.type, "bfloat16" if runner.bf16 else model_dtype(embedder))
             if rank == 0:
                 append_row(out_dir / METRICS_CSV, metrics)
                 progress.update(global_step, metrics)

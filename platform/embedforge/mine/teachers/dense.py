@@ -60,7 +60,7 @@ def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncod
         if teacher.embedder_config is None:
             return load_encoder(str(teacher.model), device=device)
         # the teacher's own settings, even over a sentence-transformers folder's
-        return load_embedder(teacher.embedder_config).merge_lora().to(device)
+        return load_embedder(teacher.embedder_config, device=device).merge_lora().to(device)
     raise ValueError(f"teacher kind {teacher.kind!r} is not a dense embedder")
 
 
