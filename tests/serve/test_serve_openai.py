@@ -30,6 +30,17 @@ def test_openai_client_matches_direct_encode(served, direct_encoder):
     assert [d.index for d in resp.data] == [0, 1, 2]
 
 
+def test_token_id_inputs_embed_as_the_text_they_encode(served, direct_encoder):
+    """Token ids of the served model's own tokenizer, one sequence or several (as vLLM's OpenAI server takes them)."""
+    ids = [direct_encoder.tokenizer(t, add_special_tokens=False)["input_ids"] for t in TEXTS]
+    several = client(served).embeddings.create(model=served.model_name, input=ids)
+    one = client(served).embeddings.create(model=served.model_name, input=ids[0])
+    got = np.array([d.embedding for d in several.data], dtype=np.float32)
+    want = direct_encoder.encode_documents(TEXTS)
+    assert cosines(got, want).min() >= 0.999
+    assert float(cosines(np.array([one.data[0].embedding], dtype=np.float32), want[:1])[0]) >= 0.999
+
+
 def test_float_format_query_type_and_dimensions(served, direct_encoder):
     resp = client(served).embeddings.create(
         model=served.model_name,

@@ -1,5 +1,8 @@
 """Parse and check one `/v1/embeddings` request body (OpenAI embeddings API plus two retrieval extensions).
 
+`input` is a string, a list of strings, or token ids of the served model's own tokenizer (a list of integers, or
+a list of such lists), as vLLM's OpenAI server takes them; the service decodes ids with that tokenizer.
+
 Extensions: `input_type` ("query" or "document"), `instruction`, `demonstrations` (LGAI-Embedding 4.2 in-context
 examples for queries: a list of `{"query": ..., "document": ...}` placed before the instruction, as training placed
 them), and `truncate` (TEI's convention: a too-long input is an error unless the request sets it true;
@@ -36,12 +39,13 @@ MAX_DEMONSTRATIONS = 16
 MAX_DEMONSTRATION_CHARS = 8192  # all demonstrations of a request together
 
 InputType = Literal["query", "document"]
+TokenIds = tuple[int, ...]  # one input given as the served model's token ids
 EncodingFormat = Literal["float", "base64"]
 
 
 @dataclass(frozen=True)
 class EmbeddingRequest:
-    texts: list[str]
+    texts: list[str | TokenIds]
     model: str
     encoding_format: EncodingFormat
     dimensions: int | None
@@ -165,7 +169,7 @@ def _demonstrations(value: Any, input_type: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _texts(value: Any, present: bool, limits: LimitsConfig, truncate: bool) -> list[str]:
+def _texts(value: Any, present: bool, limits: LimitsConfig, truncate: bool) -> list[str | TokenIds]:
     if not present:
         raise APIError(422, "`input` is required", "input")
     if isinstance(value, str):
@@ -173,18 +177,24 @@ def _texts(value: Any, present: bool, limits: LimitsConfig, truncate: bool) -> l
     elif isinstance(value, list):
         items = value
     else:
-        raise APIError(422, f"`input` must be a string or a list of strings, got {_json_type(value)}", "input")
+        raise APIError(
+            422, f"`input` must be a string, a list of strings or token ids, got {_json_type(value)}", "input"
+        )
     if not items:
         raise APIError(422, "`input` must not be an empty list", "input")
+    if all(_is_int(item) for item in items):  # one input as token ids
+        return [_token_ids(items, "input", limits)]
     if len(items) > limits.max_inputs:
         raise APIError(413, f"`input` has {len(items)} items, the limit is {limits.max_inputs}", "input")
-    texts = []
+    kinds = {list if isinstance(item, list) else str for item in items}
+    if len(kinds) > 1:
+        raise APIError(422, "`input` mixes texts and token-id lists: send one kind per request", "input")
+    texts: list[str | TokenIds] = []
     for i, item in enumerate(items):
         where = "input" if isinstance(value, str) else f"input[{i}]"
         if isinstance(item, list):
-            raise APIError(422, f"`{where}` is a list: nested lists and token-id inputs are not supported", "input")
-        if isinstance(item, int) and not isinstance(item, bool):
-            raise APIError(422, f"`{where}` is an integer: token-id inputs are not supported, send text", "input")
+            texts.append(_token_ids(item, where, limits))
+            continue
         if not isinstance(item, str):
             raise APIError(422, f"`{where}` must be a string, got {_json_type(item)}", "input")
         if not item.strip():
@@ -198,6 +208,27 @@ def _texts(value: Any, present: bool, limits: LimitsConfig, truncate: bool) -> l
             item = item[: limits.max_chars_per_input]
         texts.append(item)
     return texts
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _token_ids(items: list[Any], where: str, limits: LimitsConfig) -> TokenIds:
+    """One input's token ids: non-negative integers, at most the per-input token limit (the vocabulary range is the
+    service's check, which knows the tokenizer)."""
+    if not items:
+        raise APIError(422, f"`{where}` is an empty list of token ids", "input")
+    for j, token in enumerate(items):
+        if not _is_int(token):
+            raise APIError(422, f"`{where}[{j}]` must be a token id (an integer), got {_json_type(token)}", "input")
+        if token < 0:
+            raise APIError(422, f"`{where}[{j}]` is {token}: token ids are not negative", "input")
+    if len(items) > limits.max_tokens_per_input:
+        raise APIError(
+            413, f"`{where}` has {len(items)} token ids, the limit is {limits.max_tokens_per_input}", "input"
+        )
+    return tuple(items)
 
 
 def _check_encodable(text: str, where: str, param: str) -> None:

@@ -18,7 +18,8 @@ import numpy as np
 from embedforge.config.serve import ServeConfig
 from embedforge.model.protocol import TextEncoder
 from embedforge.serve.batcher import BatchObserver, TokenBudgetBatcher
-from embedforge.serve.request import EmbeddingRequest, parse_request, read_json_body
+from embedforge.serve.errors import APIError
+from embedforge.serve.request import EmbeddingRequest, TokenIds, parse_request, read_json_body
 from embedforge.serve.tokens import TokenLimiter
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,33 @@ class EmbeddingService:
             limits=self.config.limits,
         )
 
+    def as_texts(self, inputs: list[str | TokenIds]) -> list[str]:
+        """Token-id inputs decoded with the served model's tokenizer (the text they encode, which embeds exactly as
+        that text when the ids are the tokenizer's own encoding of it); ids outside its vocabulary are a 422."""
+        tokenizer = self.limiter.tokenizer
+        vocabulary = len(tokenizer)
+        texts = []
+        for i, item in enumerate(inputs):
+            if isinstance(item, str):
+                texts.append(item)
+                continue
+            where = "input" if len(inputs) == 1 else f"input[{i}]"
+            unknown = next((token for token in item if token >= vocabulary), None)
+            if unknown is not None:
+                raise APIError(
+                    422,
+                    f"`{where}` holds token id {unknown}; the model's vocabulary has ids 0-{vocabulary - 1}",
+                    "input",
+                )
+            text = tokenizer.decode(list(item))
+            if not text.strip():
+                raise APIError(422, f"`{where}` decodes to empty text", "input")
+            texts.append(text)
+        return texts
+
     async def embed(self, request: EmbeddingRequest) -> tuple[bytes, int]:
         """The response body (JSON bytes) and the number of input tokens."""
-        texts, counts = self.limiter.apply(request.texts, request.truncate)
+        texts, counts = self.limiter.apply(self.as_texts(request.texts), request.truncate)
         key = (request.input_type, request.instruction, request.demonstrations)
         vectors = await self.batcher.submit(key, texts, counts)
         vectors = truncate_dimensions(vectors, request.dimensions)

@@ -18,7 +18,7 @@ class TokenLimiter:
     def __init__(self, tokenizer: Any, max_tokens: int) -> None:
         if not getattr(tokenizer, "is_fast", False):
             raise TypeError(f"serving needs a fast (Rust) tokenizer for offsets, got {type(tokenizer).__name__}")
-        self._tokenizer = tokenizer
+        self.tokenizer = tokenizer
         self._specials = tokenizer.num_special_tokens_to_add(pair=False)
         if max_tokens <= self._specials:
             raise ValueError(
@@ -29,7 +29,7 @@ class TokenLimiter:
     def apply(self, texts: Sequence[str], truncate: bool) -> tuple[list[str], list[int]]:
         """The texts (cut when `truncate`, else a 413 for a too-long one) and each one's token count, special tokens
         included."""
-        enc = self._tokenizer(
+        enc = self.tokenizer(
             list(texts),
             add_special_tokens=False,
             return_offsets_mapping=True,
