@@ -32,7 +32,7 @@ from common import machine_info, write_result
 
 from embedforge.config.model import ModelConfig
 from embedforge.model import load_embedder, load_encoder
-from embedforge.model.quantize import cosine_agreement
+from embedforge.model.quantize import cosine_agreement, quantize_int8
 from embedforge.models.bundled import prepare
 from embedforge.paths import data_dir
 
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = ModelConfig(backbone="bundled:smollm2-135m-instruct", pooling="mean", max_doc_length=args.max_length)
     ours = load_embedder(config)
-    int8 = ours.quantize_int8()
+    int8 = quantize_int8(ours)
     plain = plain_hf_mean_pool(models["smollm2-135m-instruct"], args.max_length)
     smol = time_rounds(
         {

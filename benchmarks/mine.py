@@ -93,7 +93,7 @@ def worker_st(args: argparse.Namespace, out: Path) -> None:
 
     from embedforge.data.sources import load_source
     from embedforge.mine.pools import build_pools
-    from embedforge.paths import resolve_model
+    from embedforge.models.bundled import resolve_model
 
     torch.set_num_threads(2)
     config = _config(args.max_examples, out.parent / "cache", args.actors, args.forward_batch)

@@ -33,8 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, machine_info, write_result
 
 from embedforge.config import load_config
-from embedforge.models.bundled import prepare
-from embedforge.paths import resolve_model
+from embedforge.models.bundled import prepare, resolve_model
 from embedforge.synth.engine import EngineSettings, build_engine, engine_dtype, generate
 from embedforge.synth.plan import example_rows, limits_of
 from embedforge.synth.validate import Rejected, extract_json, parse_example

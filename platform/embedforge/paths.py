@@ -25,26 +25,6 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
-def resolve_model(ref: str) -> Path:
-    """Turn `bundled:NAME` into its prepared folder, anything else into a path; fail clearly if missing."""
-    if ref.startswith(BUNDLED_PREFIX):
-        name = ref[len(BUNDLED_PREFIX) :]
-        from embedforge.models.bundled import BUNDLED
-
-        if name not in BUNDLED:
-            raise ValueError(f"unknown bundled model {name!r}; known: {sorted(BUNDLED)}")
-        path = models_dir() / name
-        if not (path / ".complete").is_file():
-            raise FileNotFoundError(
-                f"bundled model {name!r} is not prepared at {path}: run `embedforge models prepare`"
-            )
-        return path
-    path = Path(ref).expanduser().resolve()
-    if not path.exists():
-        raise FileNotFoundError(f"model path {path} does not exist")
-    return path
-
-
 def resolve_data_path(path: str, base: Path | None = None) -> Path:
     """Relative data paths are taken against $EMBEDFORGE_DATA_DIR (or ../shared/data), or `base` if given."""
     p = Path(path).expanduser()

@@ -10,6 +10,7 @@ import pytest
 from embedforge.config.evaluate import TRAINED, CustomTask
 from embedforge.evaluate.run import model_references, run_evaluate
 from embedforge.evaluate.tasks import FAMILIES
+from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun
 
 BASELINE = "bundled:tiny-llama?pooling=last"
@@ -52,7 +53,7 @@ def _save_trained_model(run_dir, perturb: float = 0.0):
         with torch.no_grad():
             for param in embedder.backbone.parameters():
                 param.add_(perturb * torch.randn(param.shape, generator=generator))
-    embedder.save(run_dir / "train" / "model")
+    save_embedder(embedder, run_dir / "train" / "model")
     StageRun(run_dir, "train", {}, "test").complete()
 
 

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from embedforge.models.bundled import prepare
-from embedforge.paths import resolve_model
+from embedforge.models.bundled import prepare, resolve_model
 
 
 def test_prepare_tiny_llama_is_idempotent(tmp_path, monkeypatch):

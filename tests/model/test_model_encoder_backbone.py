@@ -11,7 +11,9 @@ import torch
 
 from embedforge.config.model import InstructionConfig, LoraConfig, ModelConfig
 from embedforge.model import load_embedder, load_encoder
+from embedforge.model.export import export_embedder
 from embedforge.model.lora import is_peft
+from embedforge.model.persistence import save_embedder
 
 TEXTS = ["how do vaccines work", "The Eiffel Tower is in Paris.", "a", "naïve café, 東京 " * 40]
 
@@ -83,9 +85,9 @@ def test_encoder_trains_with_lora_or_fully_and_round_trips(tmp_path, tiny_bert_d
     optimizer.step()
     after = embedder.encode_documents(TEXTS)
     assert np.abs(after - before).max() > 1e-4
-    saved = load_embedder(embedder.save(tmp_path / "saved"))
+    saved = load_embedder(save_embedder(embedder, tmp_path / "saved"))
     assert np.abs(saved.encode_documents(TEXTS) - after).max() < 1e-5
-    export = embedder.export(tmp_path / "st", format="sentence_transformers")
+    export = export_embedder(embedder, tmp_path / "st", "sentence_transformers")
     manifest = json.loads((export / "embedforge_export.json").read_text())
     assert manifest["kind"] == "standard_modules"  # plain SentenceTransformer(path) loads it
     from sentence_transformers import SentenceTransformer

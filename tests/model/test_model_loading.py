@@ -10,6 +10,8 @@ import pytest
 from embedforge import load_embedder as public_load_embedder
 from embedforge.config.model import ModelConfig
 from embedforge.model import Embedder, TextEncoder, load_embedder, load_encoder
+from embedforge.model.export import export_embedder
+from embedforge.model.persistence import save_embedder
 from embedforge.model.st_encoder import SentenceTransformerEncoder
 
 
@@ -25,7 +27,7 @@ def test_load_from_config_file_and_bundled_ref(tiny_model_dir):
 
 def test_plain_backbone_save_roundtrip(tmp_path, tiny_model_dir):
     embedder = load_embedder(tiny_model_dir)
-    embedder.save(tmp_path / "plain")
+    save_embedder(embedder, tmp_path / "plain")
     assert (tmp_path / "plain" / "backbone" / "config.json").is_file()
     reloaded = load_embedder(tmp_path / "plain")
     assert np.allclose(embedder.encode_queries(["q"]), reloaded.encode_queries(["q"]), atol=1e-6)
@@ -46,7 +48,7 @@ def test_sentence_transformers_folder_is_a_text_encoder(minilm_dir):
 
 def test_exported_sentence_transformers_folder_loads_both_ways(tmp_path, tiny_model_dir):
     embedder = load_embedder(tiny_model_dir)
-    embedder.export(tmp_path / "st", format="sentence_transformers")
+    export_embedder(embedder, tmp_path / "st", "sentence_transformers")
     encoder = load_encoder(tmp_path / "st")
     assert isinstance(encoder, SentenceTransformerEncoder)
     texts = ["what is rome", "cats"]

@@ -12,6 +12,8 @@ from peft import PeftModel
 
 from embedforge.config.model import LatentAttentionConfig, LoraConfig, ModelConfig
 from embedforge.model import load_embedder, load_encoder
+from embedforge.model.export import export_embedder
+from embedforge.model.persistence import save_embedder
 from embedforge.model.quantize import cosine_agreement, int8_agreement, quantize_int8
 
 TEXTS = [f"text number {i} about {'cats' if i % 2 else 'the history of rome'} " * (1 + i % 4) for i in range(50)]
@@ -59,7 +61,7 @@ def test_forward_is_differentiable_into_lora_and_pooling_only(trained):
 
 
 def test_save_and_load_adapter_folder(trained, tmp_path):
-    trained.save(tmp_path / "saved")
+    save_embedder(trained, tmp_path / "saved")
     assert (tmp_path / "saved" / "adapter").is_dir() and not (tmp_path / "saved" / "backbone").exists()
     manifest = json.loads((tmp_path / "saved" / "embedforge.json").read_text())
     assert manifest["weights"] == "adapter" and manifest["model"]["pooling"] == "latent_attention"
@@ -70,7 +72,7 @@ def test_save_and_load_adapter_folder(trained, tmp_path):
 
 
 def test_load_encoder_merges_adapters_and_encodes_the_same(trained, tmp_path):
-    trained.save(tmp_path / "saved")
+    save_embedder(trained, tmp_path / "saved")
     encoder = load_encoder(tmp_path / "saved")
     assert not isinstance(encoder.backbone, PeftModel)  # one matmul per projection when serving / evaluating
     a, b = trained.encode_documents(TEXTS[:8]), encoder.encode_documents(TEXTS[:8])
@@ -78,7 +80,7 @@ def test_load_encoder_merges_adapters_and_encodes_the_same(trained, tmp_path):
 
 
 def test_merged_export_loads_without_peft(trained, tmp_path):
-    trained.export(tmp_path / "merged", format="merged", card={"training_data": {"wikiqa": 64}})
+    export_embedder(trained, tmp_path / "merged", "merged", card={"training_data": {"wikiqa": 64}})
     loaded = load_embedder(tmp_path / "merged")
     assert not isinstance(loaded.backbone, PeftModel)
     assert isinstance(trained.backbone, PeftModel)  # exporting left the trained model untouched
@@ -101,7 +103,9 @@ def test_custom_module_export_encodes_like_embedforge_and_says_why(trained, tmp_
     from sentence_transformers import SentenceTransformer
 
     with caplog.at_level(logging.WARNING, logger="embedforge.model.export"):
-        trained.export(tmp_path / "st", "sentence_transformers", card={"evaluation": {"stsb": {"spearman": 0.5}}})
+        export_embedder(
+            trained, tmp_path / "st", "sentence_transformers", card={"evaluation": {"stsb": {"spearman": 0.5}}}
+        )
     manifest = _export_manifest(tmp_path / "st")
     assert manifest["kind"] == "custom_module" and manifest["trust_remote_code"] is True
     assert manifest["custom_module_reason"].startswith("bidirectional attention")  # (latent attention too)
@@ -132,7 +136,7 @@ def test_standard_modules_export_loads_without_remote_code(tiny_model_dir, tmp_p
     from sentence_transformers import SentenceTransformer
 
     embedder = _causal_lora_embedder(tiny_model_dir, pooling)
-    embedder.export(tmp_path / "st", format="sentence_transformers")
+    export_embedder(embedder, tmp_path / "st", "sentence_transformers")
     manifest = _export_manifest(tmp_path / "st")
     assert manifest["kind"] == "standard_modules" and manifest["custom_module_reason"] is None
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
@@ -165,7 +169,7 @@ def test_bos_tokenizer_blocks_standard_mean_pooling_only(tiny_model_dir, tmp_pat
     embedder.tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A", special_tokens=[(bos, embedder.tokenizer.bos_token_id)]
     )  # a Llama-style tokenizer: BOS first, which embedforge attends to but never pools
-    embedder.export(tmp_path / "st", format="sentence_transformers")
+    export_embedder(embedder, tmp_path / "st", "sentence_transformers")
     manifest = _export_manifest(tmp_path / "st")
     if pooling == "mean":
         assert manifest["kind"] == "custom_module" and "leading BOS" in manifest["custom_module_reason"]
@@ -178,7 +182,7 @@ def test_bos_tokenizer_blocks_standard_mean_pooling_only(tiny_model_dir, tmp_pat
 
 def test_unknown_export_format_is_refused(trained, tmp_path):
     with pytest.raises(ValueError, match="unknown export format 'onnx'"):
-        trained.export(tmp_path / "x", format="onnx")
+        export_embedder(trained, tmp_path / "x", "onnx")
 
 
 def test_lora_target_modules_are_checked(tiny_model_dir):
@@ -194,7 +198,7 @@ def test_int8_quantization_agrees_and_leaves_original(trained):
     report = int8_agreement(trained, TEXTS[:6])
     assert report["texts"] == 6 and 0.9 < report["mean_cosine"] <= 1.0 + 1e-6
     assert np.allclose(before, trained.encode_documents(TEXTS[:6]), atol=1e-6)
-    layers = dict(trained.quantize_int8().backbone.named_modules())
+    layers = dict(quantize_int8(trained).backbone.named_modules())
     assert type(layers["layers.0.mlp.down_proj"]) is torch.nn.Linear  # outlier-carrying inputs stay float32
     assert repr(layers["layers.0.self_attn.q_proj"]).startswith("DynamicQuantizedLinear")
     with pytest.raises(ValueError, match="no Linear layer left"):

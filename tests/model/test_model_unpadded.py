@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from embedforge.model import load_encoder
+from embedforge.model.export import export_embedder
 from embedforge.model.unpadded import UnpaddedBert
 
 TEXTS = [
@@ -58,5 +59,5 @@ def test_models_it_does_not_reproduce_keep_sentence_transformers(minilm, tmp_pat
     # an embedforge export (a decoder, with its instructions) is encoded by sentence-transformers
     from embedforge.model import load_embedder
 
-    load_embedder(tiny_model_dir).export(tmp_path / "st", format="sentence_transformers")
+    export_embedder(load_embedder(tiny_model_dir), tmp_path / "st", "sentence_transformers")
     assert load_encoder(tmp_path / "st").unpadded is None

@@ -35,7 +35,7 @@ def model_fingerprint(ref: str) -> str:
     references (an HTTP endpoint) and references that do not resolve to files are returned as they are."""
     if ref.startswith(("http://", "https://")):
         return ref
-    from embedforge.paths import resolve_model
+    from embedforge.models.bundled import resolve_model
 
     try:
         path = resolve_model(ref)

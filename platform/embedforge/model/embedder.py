@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -199,21 +198,3 @@ class Embedder(nn.Module):
         if is_peft(self.backbone):
             self.backbone = self.backbone.merge_and_unload()
         return self
-
-    def quantize_int8(self) -> Embedder:
-        """A CPU int8 dynamic-quantized copy for inference (NV-Embed A.3); see `quantize.py`."""
-        from embedforge.model.quantize import quantize_int8
-
-        return quantize_int8(self)
-
-    def save(self, directory: str | Path) -> Path:
-        """Save config + tokenizer + pooling head + adapters (or full weights without LoRA); see `persistence`."""
-        from embedforge.model.persistence import save_embedder
-
-        return save_embedder(self, Path(directory))
-
-    def export(self, directory: str | Path, format: str = "merged", card: dict | None = None) -> Path:
-        """Export for use without peft: `merged` (embedforge folder) or `sentence_transformers`."""
-        from embedforge.model.export import export_embedder
-
-        return export_embedder(self, Path(directory), format, card)

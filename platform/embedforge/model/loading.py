@@ -18,7 +18,9 @@ from embedforge.model.backbone_spec import own_model_config, read_backbone_spec,
 from embedforge.model.embedder import Embedder
 from embedforge.model.persistence import is_embedforge_dir, load_saved
 from embedforge.model.protocol import TextEncoder
-from embedforge.paths import BUNDLED_PREFIX, resolve_model
+from embedforge.model.quantize import quantize_int8
+from embedforge.models.bundled import resolve_model
+from embedforge.paths import BUNDLED_PREFIX
 
 EMBEDDER_DIR = "embedforge"  # where a sentence-transformers export keeps its embedforge folder
 EXPORT_MANIFEST = "embedforge_export.json"  # which sentence-transformers kind an export is, and its model config
@@ -97,5 +99,5 @@ def load_encoder(
         return SentenceTransformerEncoder(path, name=str(ref), device=device)
     embedder = load_embedder(ref, model_config=model_config, device=device).merge_lora()
     if embedder.config.int8_inference if int8 is None else int8:
-        return embedder.float().quantize_int8()  # a CPU option, quantized from float32 weights
+        return quantize_int8(embedder.float())  # a CPU option, quantized from float32 weights
     return embedder.to(device)

@@ -23,7 +23,7 @@ from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_con
 from embedforge.model.embedder import Embedder
 from embedforge.model.lora import is_peft
 from embedforge.model.pooling import build_pooling
-from embedforge.paths import resolve_model
+from embedforge.models.bundled import resolve_model
 
 log = logging.getLogger(__name__)
 MANIFEST = "embedforge.json"

@@ -21,6 +21,8 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from embedforge.model.embedder import Embedder
 from embedforge.model.loading import EMBEDDER_DIR
+from embedforge.model.lora import merged_copy
+from embedforge.model.persistence import load_saved, write_folder
 from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
 
 
@@ -69,14 +71,11 @@ class EmbedforgeModule(InputModule):
         return features
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
-        from embedforge.model.export import export_embedder
-
-        export_embedder(self.embedder, Path(output_path) / EMBEDDER_DIR, "merged")
+        """The merged embedder in the folder's `embedforge/`, as the export writes it."""
+        write_folder(self.embedder, Path(output_path) / EMBEDDER_DIR, merged_copy(self.embedder.backbone))
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> EmbedforgeModule:
-        from embedforge.model.persistence import load_saved
-
         path = Path(model_name_or_path) / subfolder / EMBEDDER_DIR
         if not path.is_dir():
             raise FileNotFoundError(f"{path} missing: not a sentence-transformers folder exported by embedforge")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from embedforge.paths import models_dir
+from embedforge.paths import BUNDLED_PREFIX, models_dir
 
 log = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -139,3 +139,21 @@ def prepare(names: list[str] | None = None, force: bool = False) -> dict[str, Pa
         log.info("[%d/%d] %s: done in %.1fs", i, len(names), name, time.time() - started)
         out[name] = target
     return out
+
+
+def resolve_model(ref: str) -> Path:
+    """Turn `bundled:NAME` into its prepared folder, anything else into a path; fail clearly if missing."""
+    if ref.startswith(BUNDLED_PREFIX):
+        name = ref[len(BUNDLED_PREFIX) :]
+        if name not in BUNDLED:
+            raise ValueError(f"unknown bundled model {name!r}; known: {sorted(BUNDLED)}")
+        path = models_dir() / name
+        if not (path / ".complete").is_file():
+            raise FileNotFoundError(
+                f"bundled model {name!r} is not prepared at {path}: run `embedforge models prepare`"
+            )
+        return path
+    path = Path(ref).expanduser().resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"model path {path} does not exist")
+    return path

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from embedforge.config.synth import GeneratorConfig
-from embedforge.paths import resolve_model
+from embedforge.models.bundled import resolve_model
 
 log = logging.getLogger(__name__)
 

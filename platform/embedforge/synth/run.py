@@ -26,7 +26,8 @@ from embedforge.data.documents import read_documents
 from embedforge.data.schema import CorpusDocument, Query, TrainingExample
 from embedforge.evaluate.registry import HELDOUT_TASK_FILE
 from embedforge.model.instructions import render_prefix
-from embedforge.paths import resolve_data_path, resolve_model
+from embedforge.models.bundled import resolve_model
+from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.synth.dedup import Deduplicator, encoder_embedder
 from embedforge.synth.engine import EngineSettings

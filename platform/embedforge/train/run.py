@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
+from embedforge.model.export import export_embedder
+from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import in_plan_order, plan_stages
 from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state, run_checkpoints
@@ -101,9 +103,9 @@ def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> d
     embedder = build_trainable(config)
     load_weights(checkpoint_dir, embedder)
     embedder.eval()
-    paths = {"model": str(embedder.save(out_dir / "model"))}
+    paths = {"model": str(save_embedder(embedder, out_dir / "model"))}
     for fmt in EXPORT_FORMATS:
-        paths[fmt] = str(embedder.export(out_dir / "export" / fmt, format=fmt))
+        paths[fmt] = str(export_embedder(embedder, out_dir / "export" / fmt, fmt))
     return paths
 
 

@@ -22,7 +22,7 @@ class SentenceTransformerTeacher:
     def __init__(self, teacher: TeacherConfig, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
-        from embedforge.paths import resolve_model
+        from embedforge.models.bundled import resolve_model
 
         self.name = teacher.model or ""
         self.teacher = teacher

@@ -14,7 +14,7 @@ from typing import Protocol
 import numpy as np
 
 from embedforge.config.mine import TeacherConfig
-from embedforge.paths import resolve_model
+from embedforge.models.bundled import resolve_model
 
 
 class PairScorer(Protocol):
