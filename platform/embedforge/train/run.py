@@ -17,8 +17,9 @@ from typing import Any
 from embedforge.config import EmbedforgeConfig
 from embedforge.model.export import export_embedder
 from embedforge.model.persistence import save_embedder
+from embedforge.models.bundled import resolve_model
 from embedforge.runs.stage import StageRun, read_manifest
-from embedforge.train.batching import in_plan_order, plan_stages
+from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
 from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state, run_checkpoints
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
@@ -135,7 +136,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     examples = data.examples
     # the workers plan the same batches from the same examples: a plan that cannot be filled (too few examples
     # for the batch size and negatives) fails here, before a Ray Train attempt, not in each of its retries
-    plan_stages(in_plan_order(examples), config.train, config.train.num_workers)
+    check_query_room(config, plan_stages(in_plan_order(examples), config.train, config.train.num_workers))
     for st in config.train.stages:
         log.info(
             "train stage %s: %d examples per step (%d per worker x %d workers)",
@@ -179,6 +180,33 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         checkpoint=str(result.checkpoint.path),
         selection=selection,
     )
+
+
+def check_query_room(config: EmbedforgeConfig, plans: list[StagePlan]) -> None:
+    """Every planned query's instruction, with its in-context demonstrations (LGAI 4.2: placed before it), leaves
+    room for the query text within `model.max_query_length`; else fail here, before any Ray Train attempt."""
+    from embedforge.model.backbone import load_tokenizer
+    from embedforge.model.backbone_spec import read_backbone_spec
+    from embedforge.model.instructions import render_prefix
+    from embedforge.model.tokenization import framing_tokens
+
+    prefixes = {
+        render_prefix(config.model.instructions, item.example.instruction, item.demonstrations)
+        for plan in plans
+        for _, _, items in plan.global_batches
+        for item in items
+    }
+    if not prefixes:
+        return
+    tokenizer = load_tokenizer(read_backbone_spec(resolve_model(config.model.backbone)).weights)
+    need, prefix = max((framing_tokens(tokenizer, p), p) for p in prefixes)
+    limit = config.model.max_query_length
+    if need >= limit:
+        demos = " and its in-context examples" if config.train.in_context.fraction > 0 else ""
+        raise ValueError(
+            f"train: a query's instruction{demos} take {need} tokens (with the special tokens), leaving no room for "
+            f"the query within model.max_query_length={limit}: raise it or shorten them (longest: {prefix[:80]!r})"
+        )
 
 
 def trainer_seconds(out_dir: Path) -> float:
