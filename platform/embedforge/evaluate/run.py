@@ -124,13 +124,13 @@ class _Worker:
 
 
 def _evaluate_model(
-    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, out: Path, config_hash: str
+    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, stage_dir: Path, config_hash: str
 ) -> dict[str, dict[str, Any]]:
     """Score `tasks` for one model with Ray actors, reusing results saved by an earlier attempt."""
     import ray
     from ray.util import ActorPool
 
-    folder = out / _slug(name)
+    folder = stage_dir / "results" / _slug(name)
     results: dict[str, dict[str, Any]] = {}
     todo = []
     for task in tasks:
@@ -153,7 +153,7 @@ def _evaluate_model(
             ev.batch_size,
             ev.seed,
             max(1, int(ev.cpus_per_worker)),
-            str(usage_dir(out.parent, name)),
+            str(usage_dir(stage_dir, name)),
         )
         for _ in range(min(ev.concurrency, len(todo)))
     ]
@@ -240,7 +240,7 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     results = {}
     for name, ref in refs.items():
         t0 = time.time()
-        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir / "results", attempt)
+        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir, attempt)
         stage.time(f"model:{name}", time.time() - t0)
     usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in refs}
     report = build_report(results, ev.baseline_for_deltas, provenance, contamination, usage)

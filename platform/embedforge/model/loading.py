@@ -9,6 +9,7 @@ embedder then starts from its weights and its own pooling).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from embedforge.cluster.device import inference_dtype
@@ -16,9 +17,11 @@ from embedforge.config.model import ModelConfig
 from embedforge.model.backbone import load_backbone, load_tokenizer
 from embedforge.model.backbone_spec import own_model_config, read_backbone_spec, resolve_model_config
 from embedforge.model.embedder import Embedder
+from embedforge.model.instructions import Demonstration, render_prefix
 from embedforge.model.persistence import is_embedforge_dir, load_saved
 from embedforge.model.protocol import TextEncoder
 from embedforge.model.quantize import quantize_int8
+from embedforge.model.tokenization import framing_tokens
 from embedforge.models.bundled import resolve_model
 from embedforge.paths import BUNDLED_PREFIX
 
@@ -101,3 +104,11 @@ def load_encoder(
     if embedder.config.int8_inference if int8 is None else int8:
         return quantize_int8(embedder.float())  # a CPU option, quantized from float32 weights
     return embedder.to(device)
+
+
+def query_framing_counter(config: ModelConfig) -> Callable[[str | None, Sequence[Demonstration]], int]:
+    """Counts the tokens a query input takes besides its text, for a task and its in-context demonstrations (the
+    leading specials, the demonstrations and instruction, the closing EOS), in `config.backbone`'s tokenizer, as
+    the embedder tokenizes it: `model.max_query_length` minus this is the room left for the query."""
+    tokenizer = load_tokenizer(read_backbone_spec(resolve_model(config.backbone)).weights)
+    return lambda task, examples=(): framing_tokens(tokenizer, render_prefix(config.instructions, task, examples))

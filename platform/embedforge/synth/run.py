@@ -17,7 +17,7 @@ import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,6 @@ from embedforge.config import EmbedforgeConfig
 from embedforge.data.documents import read_documents
 from embedforge.data.schema import CorpusDocument, Query, TrainingExample
 from embedforge.evaluate.registry import HELDOUT_TASK_FILE
-from embedforge.model.instructions import render_prefix
-from embedforge.models.bundled import resolve_model
 from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.synth.dedup import Deduplicator, encoder_embedder
@@ -108,7 +106,9 @@ def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: Path) -> tuple[
     synth = config.synth
     tasks: dict[str, list[str]] = {f: [] for f in synth.families}
     drops: Counter[str] = Counter()
-    instruction_tokens = _instruction_tokens(config)
+    from embedforge.model.loading import query_framing_counter
+
+    instruction_tokens = query_framing_counter(config.model)  # tokens the instruction takes before a query
     started = time.time()
     for row in _generate(config, brainstorm_rows(synth), usage_dir):
         family = str(row["family"])
@@ -130,16 +130,6 @@ def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: Path) -> tuple[
     log.info("brainstorm done in %.1fs", time.time() - started)
     _write_json(cache, {"tasks": tasks, "drops": dict(drops)})
     return tasks, dict(drops)
-
-
-def _instruction_tokens(config: EmbedforgeConfig) -> Callable[[str], int]:
-    """Tokens a query input takes besides its text for a task (its instruction and the special tokens), counted as
-    training counts them, in the trained embedder's backbone tokenizer."""
-    from embedforge.model.backbone import load_tokenizer
-    from embedforge.model.tokenization import framing_tokens
-
-    tokenizer = load_tokenizer(resolve_model(config.model.backbone))
-    return lambda task: framing_tokens(tokenizer, render_prefix(config.model.instructions, task))
 
 
 def _documents(config: EmbedforgeConfig) -> tuple[list[CorpusDocument], list[CorpusDocument]]:

@@ -17,7 +17,6 @@ from typing import Any
 from embedforge.config import EmbedforgeConfig
 from embedforge.model.export import export_embedder
 from embedforge.model.persistence import save_embedder
-from embedforge.models.bundled import resolve_model
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
 from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state, run_checkpoints
@@ -185,27 +184,24 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
 def check_query_room(config: EmbedforgeConfig, plans: list[StagePlan]) -> None:
     """Every planned query's instruction, with its in-context demonstrations (LGAI 4.2: placed before it), leaves
     room for the query text within `model.max_query_length`; else fail here, before any Ray Train attempt."""
-    from embedforge.model.backbone import load_tokenizer
-    from embedforge.model.backbone_spec import read_backbone_spec
-    from embedforge.model.instructions import render_prefix
-    from embedforge.model.tokenization import framing_tokens
+    from embedforge.model.loading import query_framing_counter
 
     prefixes = {
-        render_prefix(config.model.instructions, item.example.instruction, item.demonstrations)
+        (item.example.instruction, tuple(item.demonstrations))
         for plan in plans
         for _, _, items in plan.global_batches
         for item in items
     }
     if not prefixes:
         return
-    tokenizer = load_tokenizer(read_backbone_spec(resolve_model(config.model.backbone)).weights)
-    need, prefix = max((framing_tokens(tokenizer, p), p) for p in prefixes)
+    framing = query_framing_counter(config.model)
+    need, (task, _) = max((framing(task, examples), (task, examples)) for task, examples in prefixes)
     limit = config.model.max_query_length
     if need >= limit:
         demos = " and its in-context examples" if config.train.in_context.fraction > 0 else ""
         raise ValueError(
             f"train: a query's instruction{demos} take {need} tokens (with the special tokens), leaving no room for "
-            f"the query within model.max_query_length={limit}: raise it or shorten them (longest: {prefix[:80]!r})"
+            f"the query within model.max_query_length={limit}: raise it or shorten them (task: {task[:80]!r})"
         )
 
 
