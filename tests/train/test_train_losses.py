@@ -1,4 +1,4 @@
-"""The four training losses on hand-computed values, and InfoNCE label alignment across 2 gloo workers."""
+"""The training losses on hand-computed values, and InfoNCE label alignment across 2 gloo workers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from embedforge.train.losses import embedding_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses import (
+    embedding_distill_loss,
+    in_batch_distill_loss,
+    infonce_loss,
+    pair_bce_loss,
+    soft_label_distill_loss,
+)
 from embedforge.train.losses.pair_bce import graded_labels, prior_bias
 
 E0, E1 = [1.0, 0.0], [0.0, 1.0]
@@ -79,6 +85,30 @@ def test_soft_label_distill_is_kl_teacher_student():
     assert loss.item() == pytest.approx(expected, abs=1e-5)
     none = soft_label_distill_loss(q, cands, torch.full((2, 2), float("nan")))
     assert none.item() == 0.0
+
+
+def test_in_batch_distill_targets_every_candidate_of_the_batch_whatever_the_teacher_width():
+    q = torch.tensor([E0, E1])
+    cands = torch.tensor([[E0, E1], [E1, E0]])  # 4 candidates in the batch
+    # a 3-wide teacher: only its scores count
+    tq = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    tc = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], [[0.0, 0.0, 1.0], [0.6, 0.0, 0.8]]])
+    loss = in_batch_distill_loss(q, cands, tq, tc, teacher_temperature=0.5, student_temperature=1.0)
+    student = [[1, 0, 0, 1], [0, 1, 1, 0]]
+    teacher = [[1, 0, 0, 0.6], [0, 0, 1, 0.8]]
+    expected = 0.0
+    for s_row, t_row in zip(student, teacher, strict=True):
+        t = [math.exp(v / 0.5) for v in t_row]
+        t = [v / sum(t) for v in t]
+        s = [math.exp(v) for v in s_row]
+        s = [v / sum(s) for v in s]
+        expected += sum(ti * math.log(ti / si) for ti, si in zip(t, s, strict=True)) / 2
+    assert loss.item() == pytest.approx(expected, abs=1e-5)
+    # the same scores from the teacher give no loss at equal temperatures
+    same = in_batch_distill_loss(q, cands, q, cands, teacher_temperature=1.0, student_temperature=1.0)
+    assert same.item() == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="teacher embeddings"):
+        in_batch_distill_loss(q, cands, tq[:1], tc)
 
 
 def test_embedding_distill_masks_padding():

@@ -28,9 +28,14 @@ class PairBCEConfig(Section):
 
 
 class DistillConfig(Section):
-    """LGAI 4.1 soft labels: KL to the teacher's score distribution over positive + negatives."""
+    """LGAI 4.1 soft labels: KL to a teacher's score distribution over each query's candidates.
+
+    `scores: mined` takes the scores mining stored with each example (its positive and hard negatives);
+    `scores: teacher` has the frozen `train.teacher` score every query against every candidate of the global batch
+    (any teacher width: only its scores are matched)."""
 
     weight: float = Field(0.0, ge=0)
+    scores: Literal["mined", "teacher"] = "mined"
     teacher_temperature: float = Field(0.05, gt=0)
     student_temperature: float = Field(0.05, gt=0)
 
@@ -50,6 +55,11 @@ class LossesConfig(Section):
     pair_bce: PairBCEConfig = Field(default_factory=PairBCEConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
     embedding_distill: EmbeddingDistillConfig = Field(default_factory=EmbeddingDistillConfig)
+
+    @property
+    def uses_teacher(self) -> bool:
+        """Whether a step needs the frozen `train.teacher`'s embeddings of the batch."""
+        return self.embedding_distill.weight > 0 or (self.distill.weight > 0 and self.distill.scores == "teacher")
 
     @model_validator(mode="after")
     def _some_loss(self) -> LossesConfig:
@@ -130,7 +140,8 @@ class TrainConfig(Section):
     seed: int = 0
     teacher: str | None = Field(
         None,
-        description="frozen teacher model for embedding_distill (NV-Embed A.2; the starting model anchors fine-tuning)",
+        description="frozen teacher model for embedding_distill (NV-Embed A.2; the starting model anchors "
+        "fine-tuning) and for distill with scores: teacher (LGAI 4.1 soft labels over the whole batch)",
     )
 
     @model_validator(mode="after")
@@ -143,9 +154,12 @@ class TrainConfig(Section):
             raise ValueError("train.backend: nccl needs GPU workers (train.use_gpu: true); use gloo or auto on CPU")
         for stage in self.stages:
             self._resolve_batch(stage)
-        wants_teacher = [s.name for s in self.stages if s.losses.embedding_distill.weight > 0]
+        wants_teacher = [s.name for s in self.stages if s.losses.uses_teacher]
         if wants_teacher and self.teacher is None:
-            raise ValueError(f"train.teacher: stages {wants_teacher} use embedding_distill but no teacher is set")
+            raise ValueError(
+                f"train.teacher: stages {wants_teacher} use embedding_distill or distill with scores: teacher, but no "
+                "teacher is set"
+            )
         return self
 
     def _resolve_batch(self, stage: StageConfig) -> None:

@@ -1,7 +1,8 @@
 """The training objective of one stage: the weighted sum of the configured losses over a batch's embeddings.
 
 L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL + w_hd * MSE to a teacher's embeddings
-(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2).
+(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2). The soft labels come from mining's stored scores or from
+the frozen `train.teacher` over the whole batch.
 In-batch negatives follow the stage (NV-Embed 3.3: on for stage-1 retrieval, off for the stage-2 blend).
 """
 
@@ -12,7 +13,13 @@ from dataclasses import dataclass
 import torch
 
 from embedforge.config.train import LossesConfig
-from embedforge.train.losses import embedding_distill_loss, infonce_loss, pair_bce_loss, soft_label_distill_loss
+from embedforge.train.losses import (
+    embedding_distill_loss,
+    in_batch_distill_loss,
+    infonce_loss,
+    pair_bce_loss,
+    soft_label_distill_loss,
+)
 from embedforge.train.losses.pair_bce import graded_labels
 
 
@@ -26,6 +33,12 @@ class Targets:
     max_relevance: torch.Tensor
     teacher_queries: torch.Tensor | None = None
     teacher_candidates: torch.Tensor | None = None
+
+
+def _teacher_embeddings(targets: Targets, loss: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if targets.teacher_queries is None or targets.teacher_candidates is None:
+        raise ValueError(f"{loss}: the batch carries no teacher embeddings (is train.teacher set?)")
+    return targets.teacher_queries, targets.teacher_candidates
 
 
 def objective(
@@ -49,20 +62,18 @@ def objective(
         total = total + losses.pair_bce.weight * bce
         metrics["loss_pair_bce"] = bce.item()
     if losses.distill.weight > 0:
-        kd = soft_label_distill_loss(
-            queries,
-            candidates,
-            targets.teacher_scores,
-            losses.distill.teacher_temperature,
-            losses.distill.student_temperature,
-        )
+        temperatures = (losses.distill.teacher_temperature, losses.distill.student_temperature)
+        if losses.distill.scores == "teacher":
+            teacher_queries, teacher_candidates = _teacher_embeddings(targets, "distill")
+            kd = in_batch_distill_loss(queries, candidates, teacher_queries, teacher_candidates, *temperatures)
+        else:
+            kd = soft_label_distill_loss(queries, candidates, targets.teacher_scores, *temperatures)
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
     if losses.embedding_distill.weight > 0:
-        if targets.teacher_queries is None or targets.teacher_candidates is None:
-            raise ValueError("embedding_distill: the batch carries no teacher embeddings (is train.teacher set?)")
+        teacher_queries, teacher_candidates = _teacher_embeddings(targets, "embedding_distill")
         student = torch.cat([queries, candidates.reshape(-1, candidates.shape[-1])])
-        teacher = torch.cat([targets.teacher_queries, targets.teacher_candidates.reshape(-1, candidates.shape[-1])])
+        teacher = torch.cat([teacher_queries, teacher_candidates.reshape(-1, teacher_candidates.shape[-1])])
         hd = embedding_distill_loss(student, teacher)
         total = total + losses.embedding_distill.weight * hd
         metrics["loss_embedding_distill"] = hd.item()

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +80,12 @@ def use_bf16(train: TrainConfig, device: torch.device) -> bool:
 
 
 def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | None:
-    """The frozen teacher of embedding distillation (NV-Embed A.2), when a stage uses it.
+    """The frozen teacher of embedding distillation (NV-Embed A.2) or in-batch soft labels (LGAI 4.1), when a stage
+    uses it.
 
     The run's own backbone as teacher (an anchor to the starting model) is loaded with the run's model settings, so
     it embeds exactly as the student did before training; any other teacher keeps its own."""
-    if config.train.teacher is None or not any(s.losses.embedding_distill.weight > 0 for s in config.train.stages):
+    if config.train.teacher is None or not any(s.losses.uses_teacher for s in config.train.stages):
         return None
     anchor = config.train.teacher == config.model.backbone
     teacher = load_embedder(config.model if anchor else config.train.teacher, device=device.type)
@@ -135,9 +137,11 @@ class StepRunner:
     def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
         queries, documents, per_example = batch_inputs(batch)
         targets = batch_targets(batch)
-        if stage.losses.embedding_distill.weight > 0 and self.teacher is not None:
+        if stage.losses.uses_teacher and self.teacher is not None:
+            # the teacher embeds each query as itself: in-context demonstrations (LGAI 4.2) are the student's
+            bare = [replace(q, demonstrations=()) for q in queries]
             with torch.no_grad():
-                targets.teacher_queries = self.teacher(queries).float()
+                targets.teacher_queries = self.teacher(bare).float()
                 targets.teacher_candidates = self.teacher(documents).float().reshape(len(queries), per_example, -1)
 
         def loss_fn(q: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
