@@ -53,6 +53,16 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         assert up.returncode == 0, up.stderr
         assert url in up.stdout and local.dashboard_alive() and local.head_running()
         assert already_up or (home / ".ray" / "auth_token").read_text().strip()
+        # the CLI reaches a head named by RAY_ADDRESS from a plain shell: no RAY_AUTH_MODE exported
+        plain = {k: v for k, v in env.items() if k != "RAY_AUTH_MODE"}
+        joined = cli(
+            sys.executable,
+            "-c",
+            "from embedforge.cluster.local import connect; import ray; connect(); "
+            "print(int(ray.cluster_resources()['CPU']))",
+            path_env={**plain, "RAY_ADDRESS": local.HEAD_ADDRESS},
+        )
+        assert joined.returncode == 0 and int(joined.stdout.strip().splitlines()[-1]) >= 1, joined.stderr[-2000:]
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
         job = cli(
@@ -99,6 +109,21 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         return 1
 
     assert ray_cluster.get(still_alive.remote(), timeout=120) == 1  # `cluster down` spared this private cluster
+
+
+def test_a_head_named_by_address_gets_the_token_only_when_there_is_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    local.use_token_auth_for_address()
+    assert "RAY_AUTH_MODE" not in os.environ  # no token: connect without one
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("t" * 32)
+    local.use_token_auth_for_address()
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    local.use_token_auth_for_address()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"  # an explicit mode is the user's
 
 
 def test_a_missing_ray_token_is_made_once_and_never_printed(tmp_path, monkeypatch, caplog):

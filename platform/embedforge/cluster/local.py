@@ -207,6 +207,25 @@ def status() -> int:
     return subprocess.run([_ray_bin(), "status", f"--address={HEAD_ADDRESS}"], check=False).returncode
 
 
+def token_available() -> bool:
+    """Whether this process can present a Ray token: `RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH` or ~/.ray/auth_token
+    (the places Ray reads it from)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return Path(path).is_file() if path else (Path.home() / ".ray" / "auth_token").is_file()
+
+
+def use_token_auth_for_address() -> None:
+    """Send the token to a head named by address when the user has one and set no mode.
+
+    Ray enables token mode by itself only for a cluster it finds on its own; with an explicit address (RAY_ADDRESS)
+    a client without `RAY_AUTH_MODE=token` sends no token and a token-auth head refuses it ("Failed to connect to
+    Ray cluster"). A head without token authentication ignores the token, so presenting it is harmless there."""
+    if "RAY_AUTH_MODE" not in os.environ and token_available():
+        os.environ["RAY_AUTH_MODE"] = AUTH_MODE
+
+
 def connect(num_cpus: int | None = None) -> None:
     """Join the job's or the local head's cluster when there is one, else start a private local one."""
     import ray
@@ -215,6 +234,7 @@ def connect(num_cpus: int | None = None) -> None:
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if os.environ.get("RAY_ADDRESS"):
+        use_token_auth_for_address()
         ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
     elif head_running():
         os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
