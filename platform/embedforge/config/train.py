@@ -6,9 +6,16 @@ NV-Embed (seed 000) 3.3 and appendix C; MGH (seed 002) 2.1 / 4.1; pair BCE (seed
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import (
+    Field,
+    PositiveInt,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from embedforge.config.base import Section
 
@@ -38,6 +45,15 @@ class DistillConfig(Section):
     scores: Literal["mined", "teacher"] = "mined"
     teacher_temperature: float = Field(0.05, gt=0)
     student_temperature: float = Field(0.05, gt=0)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`scores` at its default stays implicit, so a config that never sets it keeps its stage hashes (and
+        completed stages stay reusable) whichever release wrote them."""
+        data = handler(self)
+        if self.scores == "mined":
+            data.pop("scores", None)
+        return data
 
 
 class EmbeddingDistillConfig(Section):
