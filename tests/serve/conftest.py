@@ -90,3 +90,19 @@ def overload_served(served) -> Served:
     url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
     yield Served(url, KEY, MODEL_NAME, config.name)
     serve.delete(config.name)
+
+
+@pytest.fixture(scope="module")
+def two_replicas(ray_cluster, minilm_dir) -> Served:
+    """An app whose model deployment keeps two replicas (for killing one)."""
+    from ray import serve
+
+    from embedforge.serve.deploy import deploy
+
+    os.environ[KEYS_ENV] = f"other-key,{KEY}"
+    config = serve_test_config(
+        name="ef-failover", route_prefix="/failover", autoscaling={"min_replicas": 2, "max_replicas": 2}
+    )
+    url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
+    yield Served(url, KEY, MODEL_NAME, config.name)
+    serve.delete(config.name)

@@ -60,6 +60,17 @@ def test_serve_config_yaml_is_valid_and_builds(monkeypatch):
     assert isinstance(app_builder(app.args), Application)
 
 
+def test_the_app_is_a_gateway_in_front_of_the_autoscaled_model_deployment():
+    serve_config = ServeConfig(name="ef", gateway={"replicas": 2, "max_attempts": 5})
+    app = build_app(serve_config, "bundled:all-minilm-l6-v2")
+    gateway = app._bound_deployment
+    assert gateway.name == "ef-gateway" and gateway.num_replicas == 2
+    model = gateway.init_args[2]._bound_deployment  # the model deployment, bound as the gateway's handle
+    assert model.name == "ef" and model.ray_actor_options["num_cpus"] == serve_config.num_cpus
+    with pytest.raises(ValidationError, match="max_attempts"):
+        ServeConfig(gateway={"max_attempts": 0})
+
+
 def test_keys_env_must_exist(monkeypatch):
     monkeypatch.delenv("EF_MISSING_KEYS", raising=False)
     with pytest.raises(ValueError, match="EF_MISSING_KEYS"):

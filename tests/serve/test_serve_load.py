@@ -1,9 +1,13 @@
-"""Under load against the live deployment: Prometheus metrics, autoscaling up and back down, no 5xx, and
-backpressure that answers 503 instead of hanging."""
+"""Under load against the live deployment: Prometheus metrics, autoscaling up and back down, no 5xx, backpressure
+that answers 503 instead of hanging, and replica deaths: a request in flight on a dying model replica is sent again
+to another one, so the client sees no error while a replica remains; with none left it gets a 503 with Retry-After,
+never a 500."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 import urllib.request
@@ -136,3 +140,78 @@ def test_overload_answers_503_and_never_hangs(overload_served):
     assert elapsed < 40, f"clients were kept waiting: {elapsed:.0f}s"
     assert statuses[200] > 0 and statuses[503] > 0, statuses
     assert set(statuses) <= {200, 503}, statuses
+
+
+def replica_pids(app: str) -> list[int]:
+    """Processes of the app's live model replicas: Ray titles an actor's worker `ray::<actor class>`, followed by
+    `.<method>` while one runs (the gateway's title only starts like the model's)."""
+    import psutil
+
+    title = f"ray::ServeReplica:{app}:{app}"
+    pids = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        name = cmdline[0] if cmdline else ""
+        if (name == title or name.startswith(title + ".")) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            pids.append(proc.pid)
+    return pids
+
+
+def load_while(served, action, clients: int = 8, seconds: float = 20.0):
+    """Closed-loop load from `clients` threads; `action()` runs once the load is on; statuses when it ends."""
+    stop, result = threading.Event(), {}
+    loader = threading.Thread(
+        target=lambda: result.update(
+            statuses=hammer(served.url, served.key, served.model_name, stop, clients, TEXTS, seconds + 60)
+        )
+    )
+    loader.start()
+    try:
+        time.sleep(2)
+        action()
+        time.sleep(seconds)
+    finally:
+        stop.set()
+        loader.join()
+    return result["statuses"]
+
+
+def test_killing_one_of_two_replicas_under_load_loses_no_request(two_replicas):
+    app = two_replicas.app_name
+    wait_for(lambda: len(replica_pids(app)) == 2, 120, "two live replicas")
+    victim = replica_pids(app)[0]
+    statuses = load_while(two_replicas, lambda: os.kill(victim, signal.SIGKILL))
+    assert statuses[200] > 20, statuses
+    assert set(statuses) == {200}, f"clients saw errors while a replica remained: {statuses}"
+    assert victim not in replica_pids(app)
+    wait_for(lambda: replicas(app, ("RUNNING",)) == 2, 180, "the replica replaced")
+
+
+def test_with_no_replica_left_clients_get_503_with_retry_after_never_500(two_replicas):
+    app = two_replicas.app_name
+    wait_for(lambda: len(replica_pids(app)) == 2, 180, "two live replicas")
+    headers = {"Authorization": f"Bearer {two_replicas.key}"}
+    answers: list[httpx.Response] = []
+
+    def kill_all() -> None:
+        for pid in replica_pids(app):
+            os.kill(pid, signal.SIGKILL)
+        with httpx.Client(timeout=60, headers=headers) as http:
+            for _ in range(6):
+                answers.append(
+                    http.post(
+                        f"{two_replicas.url}/v1/embeddings", json={"model": two_replicas.model_name, "input": TEXTS[:2]}
+                    )
+                )
+
+    statuses = load_while(two_replicas, kill_all, clients=4, seconds=5)
+    assert set(statuses) <= {200, 503}, statuses
+    for resp in answers:
+        assert resp.status_code in (200, 503), resp.text
+        if resp.status_code == 503:
+            assert int(resp.headers["Retry-After"]) > 0 and "retry later" in resp.json()["error"]["message"]
+    wait_for(lambda: replicas(app, ("RUNNING",)) == 2, 180, "replicas back after the loss")
+    ok = httpx.post(
+        f"{two_replicas.url}/v1/embeddings", json={"model": two_replicas.model_name, "input": "back"}, headers=headers
+    )
+    assert ok.status_code == 200

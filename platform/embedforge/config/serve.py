@@ -58,6 +58,18 @@ class LimitsConfig(Section):
     request_timeout_s: float = Field(60.0, gt=0, description="the proxy answers 408 past this, never hangs")
 
 
+class GatewayConfig(Section):
+    """The HTTP front of the application: it checks keys and body size, forwards each request to a model replica
+    and, when that replica dies with the request in flight, sends it again to another (an embedding request is
+    idempotent), so a client sees no error while a replica remains; with none answering, a 503 with Retry-After."""
+
+    replicas: PositiveInt = 1
+    num_cpus: float = Field(0.1, ge=0)
+    max_attempts: PositiveInt = Field(4, description="tries of one request on model replicas (1: no retry)")
+    backoff_s: float = Field(0.2, ge=0, description="wait before the second try, doubled before each further one")
+    retry_after_s: PositiveInt = Field(5, description="Retry-After of a 503 when no model replica answers")
+
+
 class ServeConfig(Section):
     name: str = "embedforge"
     model: str | None = None  # None: the pipeline's trained model, run_dir/train/model
@@ -82,6 +94,7 @@ class ServeConfig(Section):
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     api_keys_env: str | None = Field(None, description="name of an env var holding comma-separated API keys")
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeConfig:

@@ -1,8 +1,10 @@
 """Build the Ray Serve application from the config and start it; `app_builder` is the `serve run/deploy` hook.
 
-Deployment options come from `serve:` in the config: replica resources, `max_ongoing_requests` and
-`max_queued_requests` (backpressure: Serve answers 503 once the queue is full instead of hanging), and the
-autoscaling policy (min/max replicas, target ongoing requests per replica, upscale/downscale delays).
+The application is two deployments: the HTTP gateway (`serve.gateway`: keys, body limits, retries on another
+replica when one dies) and the model deployment named `serve.name`. Its options come from `serve:` in the config:
+replica resources, `max_ongoing_requests` and `max_queued_requests` (backpressure: a 503 with Retry-After once the
+queue is full instead of hanging), and the autoscaling policy (min/max replicas, target ongoing requests per
+replica, upscale/downscale delays).
 
 Throughput: Ray Serve's documented throughput mode is a cluster environment setting, not a deployment option.
 Export `RAY_SERVE_THROUGHPUT_OPTIMIZED=1 RAY_SERVE_ENABLE_DIRECT_INGRESS=0` where Ray starts (before `ray start`,
@@ -29,6 +31,7 @@ from embedforge.config import EmbedforgeConfig, load_config
 from embedforge.config.serve import ServeConfig
 from embedforge.serve.app import EmbeddingDeployment
 from embedforge.serve.auth import digests_from_env
+from embedforge.serve.gateway import GATEWAY_MAX_ONGOING_REQUESTS, EmbeddingGateway
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +92,23 @@ def deployment_options(serve_config: ServeConfig) -> dict[str, Any]:
     }
 
 
+def gateway_options(serve_config: ServeConfig) -> dict[str, Any]:
+    return {
+        "name": f"{serve_config.name}-gateway",
+        "logging_config": logging_config(serve_config),
+        "num_replicas": serve_config.gateway.replicas,
+        "ray_actor_options": {"num_cpus": serve_config.gateway.num_cpus},
+        "max_ongoing_requests": GATEWAY_MAX_ONGOING_REQUESTS,
+    }
+
+
 def build_app(config: EmbedforgeConfig | ServeConfig, model: str) -> Application:
-    """The bound application; API keys are read here (driver side) and only their digests reach replicas."""
+    """The bound application: the HTTP gateway in front of the autoscaled model deployment. API keys are read
+    here (driver side) and only their digests reach the gateway."""
     serve_config = serve_section(config)
     digests = digests_from_env(serve_config.api_keys_env)
-    deployment = EmbeddingDeployment.options(**deployment_options(serve_config))
-    return deployment.bind(serve_config, model, digests)
+    replicas = EmbeddingDeployment.options(**deployment_options(serve_config)).bind(serve_config, model)
+    return EmbeddingGateway.options(**gateway_options(serve_config)).bind(serve_config, digests, replicas)
 
 
 def app_builder(args: dict[str, Any]) -> Application:

@@ -6,7 +6,11 @@ stack traces stay in the replica's log.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from dataclasses import dataclass
+
+log = logging.getLogger("embedforge.serve")
 
 _TYPES = {
     400: "invalid_request_error",
@@ -40,3 +44,10 @@ class APIError(Exception):
                 "code": self.code,
             }
         }
+
+
+def internal_error(err: BaseException) -> APIError:
+    """A 500 for an unexpected exception: its stack trace is logged under a request id, the client gets the id."""
+    request_id = uuid.uuid4().hex[:12]
+    log.error("request %s failed", request_id, exc_info=err)
+    return APIError(500, f"internal error (request id {request_id})")

@@ -72,6 +72,10 @@ def read_json_body(raw: bytes, content_type: str | None, max_body_bytes: int) ->
         raise APIError(
             400, f"body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", "body"
         ) from None
+    except RecursionError:
+        raise APIError(400, "body is not readable: its arrays or objects are nested too deeply", "body") from None
+    except ValueError as err:  # an integer literal over Python's digit limit
+        raise APIError(400, f"body is not readable: {err}", "body") from None
     if not isinstance(payload, dict):
         raise APIError(422, f"body must be a JSON object, got {_json_type(payload)}", "body")
     return payload
