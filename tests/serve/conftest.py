@@ -106,3 +106,25 @@ def two_replicas(ray_cluster, minilm_dir) -> Served:
     url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
     yield Served(url, KEY, MODEL_NAME, config.name)
     serve.delete(config.name)
+
+
+@pytest.fixture(scope="module")
+def key_file_served(ray_cluster, minilm_dir, tmp_path_factory):
+    """An app whose keys come from a file the gateway reads again every second; yields (Served, the file)."""
+    from ray import serve
+
+    from embedforge.serve.deploy import deploy
+
+    keys = tmp_path_factory.mktemp("keys") / "api_keys"
+    keys.write_text(f"{KEY}\n")
+    config = serve_test_config(
+        name="ef-keyfile",
+        route_prefix="/keyfile",
+        api_keys_env=None,
+        api_keys_file=str(keys),
+        api_keys_reload_s=1.0,
+        autoscaling={"min_replicas": 1, "max_replicas": 1},
+    )
+    url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
+    yield Served(url, KEY, MODEL_NAME, config.name), keys
+    serve.delete(config.name)

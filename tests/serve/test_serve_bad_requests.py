@@ -176,3 +176,22 @@ def test_keys_never_reach_the_logs(served, ray_cluster):
         except OSError:
             continue
         assert served.key not in text and WRONG_KEY not in text, path
+
+
+def test_keys_rotate_without_a_restart(key_file_served):
+    import time
+
+    served, keys = key_file_served
+    new_key = "ef-rotated-key-9Kp4"
+
+    def status(key: str) -> int:
+        return send(served, "POST", "/v1/embeddings", ok(), {"Authorization": f"Bearer {key}"}).status_code
+
+    assert (status(served.key), status(new_key)) == (200, 401)
+    keys.write_text(f"{new_key}\n")
+    rotated = time.monotonic()
+    while status(served.key) != 401 and time.monotonic() - rotated < 30:
+        time.sleep(0.25)
+    # the old key stops within the reload interval (1 s here) plus a request's time on this loaded machine
+    assert time.monotonic() - rotated < 10
+    assert (status(served.key), status(new_key)) == (401, 200)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from embedforge.serve.auth import KeyChecker, _digest, digests_from_env
+from embedforge.serve.auth import KeyChecker, _digest, digests_from_env, digests_from_file
 from embedforge.serve.errors import APIError
 from embedforge.serve.tokens import TokenLimiter
 
@@ -60,3 +60,36 @@ def test_key_checker():
         assert err.value.status == 401 and needle in err.value.message
         assert "secret" not in err.value.message
     KeyChecker([]).check(None)  # no keys configured: open
+
+
+def test_keys_in_a_file_rotate_within_the_reload_interval(tmp_path):
+    keys = tmp_path / "keys"
+    keys.write_text("old-key\n")
+    now = [0.0]
+    checker = KeyChecker([], lambda: digests_from_file(keys), reload_s=10.0, clock=lambda: now[0])
+    checker.check("Bearer old-key")
+    keys.write_text("new-key, other-key\n")
+    now[0] = 9.0
+    checker.check("Bearer old-key")  # within the interval the keys read last still hold
+    now[0] = 10.0
+    checker.check("Bearer new-key")
+    checker.check("Bearer other-key")
+    with pytest.raises(APIError, match="invalid API key"):
+        checker.check("Bearer old-key")
+    keys.write_text("")  # a half-written rotation keeps the last keys rather than opening or locking out
+    now[0] = 20.0
+    checker.check("Bearer new-key")
+    keys.unlink()
+    now[0] = 30.0
+    checker.check("Bearer new-key")
+
+
+def test_an_unreadable_key_file_fails_before_deployment(tmp_path):
+    from embedforge.config.serve import ServeConfig
+    from embedforge.serve.deploy import build_app
+
+    with pytest.raises(ValueError, match=r"api_keys_file .* cannot be read"):
+        build_app(ServeConfig(api_keys_file=str(tmp_path / "missing")), "bundled:all-minilm-l6-v2")
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ValueError, match="holds no API keys"):
+        build_app(ServeConfig(api_keys_file=str(tmp_path / "empty")), "bundled:all-minilm-l6-v2")

@@ -94,6 +94,12 @@ class ServeConfig(Section):
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     api_keys_env: str | None = Field(None, description="name of an env var holding comma-separated API keys")
+    api_keys_file: str | None = Field(
+        None,
+        description="a file of API keys (one per line or comma-separated, e.g. a mounted Kubernetes Secret) that the "
+        "gateway reads again every api_keys_reload_s seconds: keys rotate without a restart",
+    )
+    api_keys_reload_s: float = Field(10.0, gt=0)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     @model_validator(mode="after")

@@ -30,7 +30,7 @@ from ray.serve import Application
 from embedforge.config import EmbedforgeConfig, load_config
 from embedforge.config.serve import ServeConfig
 from embedforge.serve.app import EmbeddingDeployment
-from embedforge.serve.auth import digests_from_env
+from embedforge.serve.auth import digests_from_env, digests_from_file
 from embedforge.serve.gateway import GATEWAY_MAX_ONGOING_REQUESTS, EmbeddingGateway
 
 log = logging.getLogger(__name__)
@@ -103,10 +103,13 @@ def gateway_options(serve_config: ServeConfig) -> dict[str, Any]:
 
 
 def build_app(config: EmbedforgeConfig | ServeConfig, model: str) -> Application:
-    """The bound application: the HTTP gateway in front of the autoscaled model deployment. API keys are read
-    here (driver side) and only their digests reach the gateway."""
+    """The bound application: the HTTP gateway in front of the autoscaled model deployment. Keys from the
+    environment are read here (driver side) and only their digests reach the gateway; a key file is checked here
+    and read by the gateway itself, again and again, so that it can rotate."""
     serve_config = serve_section(config)
     digests = digests_from_env(serve_config.api_keys_env)
+    if serve_config.api_keys_file is not None:
+        digests_from_file(serve_config.api_keys_file)  # fails here, before any replica starts, when unreadable
     replicas = EmbeddingDeployment.options(**deployment_options(serve_config)).bind(serve_config, model)
     return EmbeddingGateway.options(**gateway_options(serve_config)).bind(serve_config, digests, replicas)
 

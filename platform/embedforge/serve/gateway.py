@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from embedforge.config.serve import ServeConfig
 from embedforge.serve.app import Reply
-from embedforge.serve.auth import KeyChecker
+from embedforge.serve.auth import KeyChecker, digests_from_file
 from embedforge.serve.errors import APIError, internal_error
 from embedforge.serve.metrics import RequestMetrics
 from embedforge.serve.retry import NoReplicaAnswered, with_retries
@@ -72,7 +72,9 @@ def replica_lost(err: BaseException) -> bool:
 class EmbeddingGateway:
     def __init__(self, config: ServeConfig, key_digests: list[bytes], model: DeploymentHandle) -> None:
         self.config = config
-        self.keys = KeyChecker(key_digests)
+        key_file = config.api_keys_file
+        reload = (lambda: digests_from_file(key_file)) if key_file is not None else None
+        self.keys = KeyChecker(key_digests, reload, config.api_keys_reload_s)
         self.model = model
         self.metrics = RequestMetrics()
 
