@@ -219,3 +219,66 @@ def test_cpu_engine_takes_more_seeded_prompt_tokens_than_one_step_holds(ray_clus
     assert prompt_tokens > budget  # the prompts cannot all be prefilled in one step
     assert len(outputs) == 2 * len(TOPICS) and all(n > 0 for n in outputs)
     assert embedforge_sampling  # the in-process CPU engine samples through embedforge.synth.top_p and .penalties
+
+
+def _synth_actor_pids() -> list[int]:
+    import psutil
+
+    pids = []
+    for proc in psutil.Process().children(recursive=True):  # only this test's own cluster
+        try:
+            if "SynthWorker" in " ".join(proc.cmdline()):
+                pids.append(proc.pid)
+        except psutil.Error:
+            continue
+    return pids
+
+
+def test_a_synthesis_actor_killed_mid_generation_redoes_its_prompts_once(
+    ray_cluster, models, tiny_config, tmp_path
+) -> None:
+    """SIGKILL the vLLM actor once the first shard is written: Ray Data restarts it and redoes the batch it held;
+    per-prompt seeds make the redone prompts sample as before, so the output and every counter equal an
+    uninterrupted run's, with no duplicate."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from embedforge.synth.run import run_synth
+
+    docs = tmp_path / "docs.jsonl"
+    rows = [
+        {"_id": f"d{i}", "text": f"A note on {TOPICS[i % len(TOPICS)]}, part {i} of a test corpus."} for i in range(24)
+    ]
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = tiny_config.model_copy(deep=True)
+    config.synth.documents = str(docs)
+    config.synth.judge.enabled = False
+    config.synth.min_chars = 1
+    config.synth.max_query_tokens = 8
+    config.synth.max_query_chars = 150
+    reference = run_synth(config, tmp_path / "reference")
+
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(run_synth(config, tmp_path / "run")))
+    worker.start()
+    first_shard = tmp_path / "run" / "synth" / "data" / "part-00000.parquet"
+    killed, deadline = None, time.time() + 600
+    while worker.is_alive() and killed is None and time.time() < deadline:
+        pids = _synth_actor_pids()
+        if first_shard.exists() and pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed = pids[0]
+        time.sleep(0.05)
+    worker.join(timeout=900)
+    assert killed is not None, "the synthesis actor finished before it could be killed"
+    assert result["status"] == "complete"
+    assert result["counts"]["prompts"] == reference["counts"]["prompts"] == 24 * len(config.synth.query_styles)
+    for key in ("kept", "heldout", "prompts"):
+        assert result["counts"][key] == reference["counts"][key], key
+    assert result["drops"] == reference["drops"]
+    got = read_parquet(tmp_path / "run" / "synth" / "data", TrainingExample)
+    want = read_parquet(tmp_path / "reference" / "synth" / "data", TrainingExample)
+    assert len({ex.id for ex in got}) == len(got)  # nothing written twice
+    assert sorted((ex.id, ex.query, ex.positive) for ex in got) == sorted((ex.id, ex.query, ex.positive) for ex in want)
