@@ -128,3 +128,12 @@ def key_file_served(ray_cluster, minilm_dir, tmp_path_factory):
     url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
     yield Served(url, KEY, MODEL_NAME, config.name), keys
     serve.delete(config.name)
+
+
+@pytest.fixture
+def interrupted_deploy():
+    """The serve config of an app whose first deploy a test interrupts, and its key."""
+    os.environ[KEYS_ENV] = f"other-key,{KEY}"
+    return serve_test_config(
+        name="ef-interrupted", route_prefix="/interrupted", autoscaling={"min_replicas": 1, "max_replicas": 1}
+    ), KEY

@@ -215,3 +215,38 @@ def test_with_no_replica_left_clients_get_503_with_retry_after_never_500(two_rep
         f"{two_replicas.url}/v1/embeddings", json={"model": two_replicas.model_name, "input": "back"}, headers=headers
     )
     assert ok.status_code == 200
+
+
+def test_a_deploy_killed_half_way_is_recovered_by_the_next(ray_cluster, minilm_dir, interrupted_deploy):
+    """SIGKILL the process deploying an app once Serve has it, before it is ready: the next deploy of the same
+    config finishes and serves."""
+    import json
+    import subprocess
+    import sys
+
+    from ray import serve
+
+    from embedforge.serve.deploy import deploy
+
+    config, key = interrupted_deploy
+    code = (
+        "import json, sys; from embedforge.config.serve import ServeConfig; from embedforge.serve.deploy import deploy;"
+        " deploy(ServeConfig.model_validate(json.loads(sys.argv[1])), 'bundled:all-minilm-l6-v2', port=0)"
+    )
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, json.dumps(config.model_dump(mode="json"))], env=env, start_new_session=True
+    )
+    try:
+        wait_for(lambda: config.name in serve.status().applications, 180, "the app registered by the first deploy")
+        assert proc.poll() is None, "the first deploy ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        url = deploy(config, "bundled:all-minilm-l6-v2", port=0, wait_ready_s=180)
+        headers = {"Authorization": f"Bearer {key}"}
+        resp = httpx.post(f"{url}/v1/embeddings", json={"model": config.model_name, "input": "ok"}, headers=headers)
+        assert resp.status_code == 200 and len(resp.json()["data"][0]["embedding"]) == 384
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        serve.delete(config.name)

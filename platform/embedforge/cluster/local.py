@@ -224,6 +224,9 @@ def use_token_auth_for_address() -> None:
     Ray cluster"). A head without token authentication ignores the token, so presenting it is harmless there."""
     if "RAY_AUTH_MODE" not in os.environ and token_available():
         os.environ["RAY_AUTH_MODE"] = AUTH_MODE
+        from ray._raylet import Config
+
+        Config.initialize("")  # Ray reads its RAY_* settings once, when it loads: refresh them, as Ray's own setup does
 
 
 def connect(num_cpus: int | None = None) -> None:
