@@ -1,12 +1,13 @@
 """What clients feel while the endpoint scales: a load step up, then back to nothing, on a live deployment.
 
-The served model is all-MiniLM-L6-v2 (bundled) behind embedforge's gateway, autoscaled between 1 and 2 model
-replicas with the delays below. A closed-loop load of `--clients` threads (4 texts per request) starts at t = 0 and
-stops at `--load-s`; sampling goes on until the deployment is back at its minimum. Every answer is recorded with its
-start time, latency and status; the replica count is sampled every 0.5 s. Reported (ratios): errors (any answer but
-200, goal 0), the p99 latency while replicas were being added over the p99 of the steady state after the last one
-came up (goal <= 2), errors while replicas were removed (scale-down drains in-flight requests: goal 0), and
-whether the deployment went back to its minimum. Writes benchmarks/results/autoscaling.json and autoscaling.png.
+The served model is all-MiniLM-L6-v2 (bundled) behind embedforge's gateway, autoscaled by the serve section's
+default policy (1 to 2 model replicas). A closed-loop load of `--clients` threads (4 texts per request) starts at
+t = 0 and stops at `--load-s`; sampling goes on until the deployment is back at its minimum. Every answer is
+recorded with its start time, latency and status; the replica count is sampled every 0.5 s. Reported (ratios):
+errors (any answer but 200, goal 0), the p99 latency while replicas were being added over the p99 of the steady
+state after the last one came up (goal <= 2), errors while replicas were removed (scale-down drains in-flight
+requests: goal 0), and whether the deployment went back to its minimum. Writes
+benchmarks/results/autoscaling.json and autoscaling.png.
 
     .venv/bin/python benchmarks/autoscaling.py [--clients 8] [--load-s 60]
 """
@@ -29,21 +30,17 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import httpx
 import numpy as np
 
+from embedforge.config.serve import AutoscalingConfig
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, machine_info, write_result
 
 log = logging.getLogger("bench.autoscaling")
 APP = "ef-autoscaling"
 TEXTS = [f"a sentence about scaling an embedding service, number {i}" for i in range(4)]
-AUTOSCALING = {
-    "min_replicas": 1,
-    "max_replicas": 2,
-    "target_ongoing_requests": 2,
-    "upscale_delay_s": 2,
-    "downscale_delay_s": 10,
-    "metrics_interval_s": 0.5,
-    "look_back_period_s": 2,
-}
+# what a user gets: the serve section's default autoscaling policy (1-2 replicas, 4 ongoing requests per replica,
+# 10 s up / 60 s down delays, load reported every 10 s over 30 s)
+AUTOSCALING = AutoscalingConfig().model_dump()
 
 
 def running_replicas() -> int:
@@ -134,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--load-s", type=float, default=60.0)
-    parser.add_argument("--settle-s", type=float, default=90.0, help="longest wait for the scale-down after the load")
+    parser.add_argument("--settle-s", type=float, default=150.0, help="longest wait for the scale-down after the load")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
