@@ -1,4 +1,5 @@
-"""The official `openai` client against the live deployment: same vectors as a direct encode, usage, extensions."""
+"""OpenAI-style clients against the live deployment: the official `openai` client (same vectors as a direct encode,
+usage, extensions) and LangChain's `OpenAIEmbeddings`, configured as its docs say for a non-OpenAI server."""
 
 from __future__ import annotations
 
@@ -55,6 +56,36 @@ def test_float_format_query_type_and_dimensions(served, direct_encoder):
     assert got.shape == (64,)
     assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-5
     assert float(got @ want) >= 0.999
+
+
+def test_langchain_openai_embeddings_match_direct_encode(served, direct_encoder):
+    from langchain_openai import OpenAIEmbeddings
+
+    # LangChain's settings for OpenAI-compatible servers: no tiktoken length check (it would tokenize with OpenAI's
+    # vocabulary, and its encodings download at run time); the server truncates as it is told
+    embeddings = OpenAIEmbeddings(
+        model=served.model_name,
+        base_url=f"{served.url}/v1",
+        api_key=served.key,
+        check_embedding_ctx_length=False,
+        max_retries=0,
+    )
+    docs = np.array(embeddings.embed_documents(TEXTS), dtype=np.float32)
+    query = np.array([embeddings.embed_query(TEXTS[0])], dtype=np.float32)
+    want = direct_encoder.encode_documents(TEXTS)
+    assert docs.shape == (3, 384)
+    assert cosines(docs, want).min() >= 0.999
+    assert float(cosines(query, want[:1])[0]) >= 0.999
+    short = OpenAIEmbeddings(
+        model=served.model_name,
+        base_url=f"{served.url}/v1",
+        api_key=served.key,
+        check_embedding_ctx_length=False,
+        dimensions=64,
+        model_kwargs={"extra_body": {"input_type": "query"}},
+    ).embed_query(TEXTS[0])
+    full = direct_encoder.encode_queries([TEXTS[0]])[0]
+    assert len(short) == 64 and float(np.asarray(short) @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
 
 
 def test_models_health_ready(served):
