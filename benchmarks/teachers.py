@@ -4,8 +4,11 @@ retriever on the corpus's real queries (issue: a better embedder than the user a
 Mining labels a student's training data with these teachers, so a student tuned on their labels can only learn
 what they rank better than it already does. For each corpus: nDCG@10 x 100 of all-MiniLM-L6-v2 (dense teacher and
 starting model), BM25, their RRF fusion as mining fuses them (LGAI 4.1, k = 60, top 100 of each), and linear
-fusions of per-query z-scores at dense weights 0.9-0.5 (a stronger way to add lexical evidence). The ratios are
-the best teacher minus MiniLM per corpus: positive means the teachers carry ranking signal the student lacks.
+fusions of per-query z-scores at dense weights 0.9-0.5 (a stronger way to add lexical evidence), and SmolLM2's
+query likelihood (UPR, teacher kind `llm_query_likelihood`) rescoring MiniLM's top 30: alone, RRF-fused with MiniLM
+as mining fuses pairwise teachers, and z-fused at the same weights. The ratios are the best teacher minus MiniLM per
+corpus: positive means the teachers carry ranking signal the student lacks. Fusion weights are read off the real
+queries, so the best fusion is an upper bound of what a teacher fused blind would give.
 Writes benchmarks/results/teachers.json.
 
     .venv/bin/python benchmarks/teachers.py [--corpus dbpedia_entity_subset ...]
@@ -30,6 +33,8 @@ CORPORA = ("dbpedia_entity_subset", "trec_dl_msmarco_subset")
 MINILM = "bundled:all-minilm-l6-v2"
 DENSE_WEIGHTS = (0.9, 0.8, 0.7, 0.6, 0.5)
 RRF_DEPTH = 100
+RERANK_DEPTH = 30
+GENERATOR = "bundled:smollm2-135m-instruct"
 
 
 def _zscores(scores: np.ndarray) -> np.ndarray:
@@ -68,7 +73,38 @@ def teacher_scores(corpus: str) -> dict[str, float]:
     out["rrf(minilm, bm25)"] = ndcg(fused)
     for weight in DENSE_WEIGHTS:
         out[f"z-fusion dense {weight:.1f}"] = ndcg(weight * _zscores(dense) + (1 - weight) * _zscores(lexical))
+    out.update(query_likelihood_scores(task.queries, docs, dense, ndcg))
     return {name: round(value, 2) for name, value in out.items()}
+
+
+def query_likelihood_scores(queries: list, docs: list[str], dense: np.ndarray, ndcg) -> dict[str, float]:
+    """SmolLM2's query likelihood over MiniLM's top RERANK_DEPTH per query: alone, RRF with MiniLM, z-fusions."""
+    from embedforge.config.mine import TeacherConfig
+    from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+    from embedforge.mine.teachers.pairwise import load_pair_scorer
+
+    scorer = load_pair_scorer(TeacherConfig(kind="llm_query_likelihood", model=GENERATOR, batch_size=16))
+    top = np.argsort(-dense, axis=1, kind="stable")[:, :RERANK_DEPTH]
+    started = time.time()
+    likelihood = np.stack([scorer.score([(q.text, docs[d]) for d in row]) for q, row in zip(queries, top, strict=True)])
+    logging.info("query likelihood: %d pairs in %.0fs", likelihood.size, time.time() - started)
+    top_dense = np.take_along_axis(dense, top, axis=1)
+
+    def over_top(scores: np.ndarray) -> float:
+        full = np.full_like(dense, -np.inf)
+        np.put_along_axis(full, top, scores, axis=1)
+        return ndcg(full)
+
+    positions = list(range(RERANK_DEPTH))
+    rrf = np.zeros_like(top_dense)
+    for row in range(len(queries)):
+        fused = rrf_scores([ranking_from_scores(positions, s[row]) for s in (top_dense, likelihood)])
+        rrf[row] = [fused[p] for p in positions]
+    out = {f"ql rerank top {RERANK_DEPTH}": over_top(likelihood), "rrf(minilm, ql)": over_top(rrf)}
+    for weight in DENSE_WEIGHTS:
+        fused = weight * _zscores(top_dense) + (1 - weight) * _zscores(likelihood)
+        out[f"z-fusion dense {weight:.1f} + ql"] = over_top(fused)
+    return out
 
 
 def main() -> None:

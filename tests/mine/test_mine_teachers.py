@@ -1,4 +1,5 @@
-"""Pairwise teachers on real models: SmolLM2 scored pointwise by P("yes"), and a cross-encoder folder."""
+"""Pairwise teachers on real models: SmolLM2 scored pointwise by P("yes") and by query likelihood (UPR), and a
+cross-encoder folder."""
 
 from __future__ import annotations
 
@@ -25,6 +26,32 @@ def test_smollm2_pointwise_prefers_the_answering_document(smollm2_dir):
     assert scores.shape == (4,) and np.all((scores > 0) & (scores < 1))
     assert scores[0] > scores[1] and scores[2] > scores[3]
     np.testing.assert_allclose(scorer.score(PAIRS[:1]), scores[:1], rtol=1e-4)  # padding does not change it
+
+
+def test_smollm2_query_likelihood_is_the_mean_log_probability_of_the_query(smollm2_dir):
+    import torch
+
+    scorer = load_pair_scorer(TeacherConfig(kind="llm_query_likelihood", model=str(smollm2_dir), batch_size=4))
+    scores = scorer.score(PAIRS)
+    assert scores.shape == (4,) and np.all(scores < 0)
+    assert scores[0] > scores[1] and scores[2] > scores[3]
+    # the batched, head-on-query-positions score equals the full forward pass of one unpadded sequence
+    ids, query_len = scorer._sequence(*PAIRS[2])
+    with torch.inference_mode():
+        logprobs = scorer.model(input_ids=torch.tensor([ids])).logits[0].log_softmax(-1)
+    reference = np.mean([logprobs[t - 1, ids[t]].item() for t in range(len(ids) - query_len, len(ids))])
+    assert scores[2] == pytest.approx(reference, abs=1e-4)
+
+
+def test_query_likelihood_cuts_the_document_never_the_query(smollm2_dir):
+    config = TeacherConfig(kind="llm_query_likelihood", model=str(smollm2_dir), max_length=48)
+    assert config.prompt.endswith("{query}")  # the pointwise default became the UPR prompt
+    scorer = load_pair_scorer(config)
+    query = "how many legs does a spider have"
+    ids, query_len = scorer._sequence(query, "Spiders have eight legs. " * 100)
+    assert len(ids) == 48 and ids[-query_len:] == scorer._ids(query)
+    with pytest.raises(ValueError, match="no room for the document"):
+        scorer._sequence("spider " * 60, "Spiders have eight legs.")
 
 
 def test_cross_encoder_folder_scores_pairs(minilm_dir):
@@ -57,6 +84,8 @@ def test_teacher_config_errors_name_the_problem():
         TeacherConfig(kind="cross_encoder", model="x", micro_batch_size=4)
     with pytest.raises(ValueError, match=r"\{query\} and \{document\}"):
         TeacherConfig(kind="llm_pointwise", model="x", prompt="no slots")
+    with pytest.raises(ValueError, match=r"end with \{query\}"):
+        TeacherConfig(kind="llm_query_likelihood", model="x", prompt="Q: {query}\nP: {document}")
 
 
 def test_embed_actor_micro_batches_store_the_whole_batch_vectors(tmp_path):

@@ -5,18 +5,31 @@ NV-Embed (seed 000) 4.1.1 (TopK-PercPos), LGAI-Embedding (seed 003) 4.1 (RRF, so
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    PositiveInt,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from embedforge.config.base import Section
 from embedforge.config.model import ModelConfig
 
-TeacherKind = Literal["embedforge", "sentence_transformers", "bm25", "cross_encoder", "llm_pointwise"]
+TeacherKind = Literal[
+    "embedforge", "sentence_transformers", "bm25", "cross_encoder", "llm_pointwise", "llm_query_likelihood"
+]
 DENSE_KINDS = ("embedforge", "sentence_transformers")
-PAIRWISE_KINDS = ("cross_encoder", "llm_pointwise")
+PAIRWISE_KINDS = ("cross_encoder", "llm_pointwise", "llm_query_likelihood")
 DEFAULT_POINTWISE_PROMPT = (
     "Query: {query}\nDocument: {document}\nDoes the document answer or match the query? Answer yes or no.\nAnswer:"
+)
+# UPR (Sachan et al. 2022): the LM reads the passage, then is scored on writing the query
+DEFAULT_QUERY_LIKELIHOOD_PROMPT = (
+    "Passage: {document}\nPlease write a question based on this passage.\nQuestion: {query}"
 )
 
 
@@ -36,7 +49,11 @@ class TeacherConfig(Section):
     query_prefix: str = ""
     document_prefix: str = ""
     max_length: PositiveInt = 256
-    prompt: str = Field(DEFAULT_POINTWISE_PROMPT, description="llm_pointwise: template with {query} and {document}")
+    prompt: str = Field(
+        DEFAULT_POINTWISE_PROMPT,
+        description="llm_pointwise: template with {query} and {document}; llm_query_likelihood: one {document}, "
+        "ending with {query} (left at the pointwise default, it becomes the UPR prompt)",
+    )
     batch_size: PositiveInt = 64
     micro_batch_size: PositiveInt | None = Field(
         None,
@@ -75,6 +92,11 @@ class TeacherConfig(Section):
                 )
         if self.kind == "llm_pointwise" and ("{query}" not in self.prompt or "{document}" not in self.prompt):
             raise ValueError("llm_pointwise 'prompt' must contain {query} and {document}")
+        if self.kind == "llm_query_likelihood":
+            if self.prompt == DEFAULT_POINTWISE_PROMPT:
+                self.prompt = DEFAULT_QUERY_LIKELIHOOD_PROMPT
+            if self.prompt.count("{document}") != 1 or not self.prompt.endswith("{query}"):
+                raise ValueError("llm_query_likelihood 'prompt' must hold one {document} and end with {query}")
         return self
 
 
@@ -92,6 +114,12 @@ class SelectionConfig(Section):
     num_negatives: PositiveInt = 7
     min_negatives: PositiveInt = Field(1, description="queries keeping fewer negatives are dropped")
     candidate_k: PositiveInt = 30
+    max_positive_rank: PositiveInt | None = Field(
+        None,
+        description="round-trip consistency (Promptagator 3.2): drop a query whose best positive the fused teachers "
+        "rank below this among its candidates, a generated query that does not lead back to its document; None "
+        "keeps every query",
+    )
     keep_given_negatives: bool = Field(
         True,
         description="keep an example's own level-tagged negatives (the generator's MGH N1..N4) ahead of the mined "
@@ -99,12 +127,26 @@ class SelectionConfig(Section):
         "contradictions, judged non-answers) are always replaced",
     )
 
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`max_positive_rank` unset stays implicit, so a config that never sets it keeps its stage hash (and a
+        completed mining stage stays reusable) whichever release wrote it."""
+        data = handler(self)
+        if self.max_positive_rank is None:
+            data.pop("max_positive_rank", None)
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> SelectionConfig:
         if self.num_negatives > self.candidate_k:
             raise ValueError(f"num_negatives {self.num_negatives} exceeds candidate_k {self.candidate_k}")
         if self.min_negatives > self.num_negatives:
             raise ValueError(f"min_negatives {self.min_negatives} exceeds num_negatives {self.num_negatives}")
+        if self.max_positive_rank is not None and self.max_positive_rank > self.candidate_k:
+            raise ValueError(
+                f"max_positive_rank {self.max_positive_rank} exceeds candidate_k {self.candidate_k}: ranks past the "
+                "candidates are not seen"
+            )
         if self.rank_range is not None and self.rank_range[0] > self.rank_range[1]:
             raise ValueError(f"rank_range {list(self.rank_range)}: start is after end")
         if self.margin_type == "perc_pos" and self.margin > 1.0:
