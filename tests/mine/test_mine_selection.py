@@ -49,6 +49,25 @@ def test_no_margin_keeps_the_top_candidates():
     assert sum(sel.drops.values()) == 0
 
 
+def test_round_trip_drops_a_query_whose_positive_ranks_too_low():
+    """Promptagator 3.2: the positive (score 0.75) ranks 3rd among d0..d5, so a limit of 2 drops the query and a
+    limit of 3 keeps it with its negatives; the positive itself among the candidates does not count."""
+    texts, scores = ["d0", "d1", "p", "d3"], [0.9, 0.8, 0.75, 0.6]
+    strict = SelectionConfig(margin_type="none", num_negatives=2, candidate_k=10, max_positive_rank=2)
+    dropped = _select(strict, texts=texts, scores=scores, pos_scores=[0.75])
+    assert dropped.round_trip_failed and dropped.kept == [] and sum(dropped.drops.values()) == 0
+    kept = _select(strict.model_copy(update={"max_positive_rank": 3}), texts=texts, scores=scores, pos_scores=[0.75])
+    assert not kept.round_trip_failed and [texts[i] for i in kept.kept] == ["d0", "d1"]
+    # with several positives the best one decides
+    several = _select(strict, texts=texts, scores=scores, pos_scores=[0.75, 0.95], positives=("p", "p2"))
+    assert not several.round_trip_failed
+    with pytest.raises(ValueError, match="max_positive_rank 20 exceeds candidate_k 10"):
+        SelectionConfig(candidate_k=10, max_positive_rank=20, num_negatives=2)
+    # unset, it stays out of the dump that the stage hash is computed from (completed stages stay reusable)
+    assert "max_positive_rank" not in SelectionConfig().model_dump(mode="json")
+    assert strict.model_dump(mode="json")["max_positive_rank"] == 2
+
+
 def test_rank_range_keeps_only_the_given_ranks():
     config = SelectionConfig(margin_type="none", rank_range=(3, 4), num_negatives=3, candidate_k=10)
     sel = _select(config)

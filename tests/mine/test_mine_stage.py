@@ -217,6 +217,7 @@ def test_hybrid_teachers_fuse_dense_bm25_and_an_llm_through_ray(ray_cluster, tmp
         {"kind": "embedforge", "model": "bundled:tiny-llama", "batch_size": 16, "micro_batch_size": 4},
         {"kind": "bm25"},
         {"kind": "llm_pointwise", "model": "bundled:tiny-llama", "batch_size": 16, "max_length": 128},
+        {"kind": "llm_query_likelihood", "model": "bundled:tiny-llama", "batch_size": 16, "max_length": 128},
     ]
     overrides = [
         *_overrides(tmp_path / "cache", 8),
@@ -228,7 +229,30 @@ def test_hybrid_teachers_fuse_dense_bm25_and_an_llm_through_ray(ray_cluster, tmp
     examples = _read(tmp_path / "run")
     assert manifest["counts"]["examples"] == len(examples) == 8
     for ex in examples:
-        # three RRF terms per document: every fused score lies in (0, 3 / (60 + 1)]
-        assert all(0 < s <= 3 / 61 + 1e-9 for s in [ex.positive_score, *ex.negative_scores])
+        # four RRF terms per document: every fused score lies in (0, 4 / (60 + 1)]
+        assert all(0 < s <= 4 / 61 + 1e-9 for s in [ex.positive_score, *ex.negative_scores])
         assert len(ex.negatives) == 2 and ex.positive not in ex.negatives
-    assert [t["kind"] for t in manifest["parameters"]["teachers"]] == ["embedforge", "bm25", "llm_pointwise"]
+    assert [t["kind"] for t in manifest["parameters"]["teachers"]] == [
+        "embedforge",
+        "bm25",
+        "llm_pointwise",
+        "llm_query_likelihood",
+    ]
+
+
+def test_round_trip_consistency_drops_and_counts_queries_that_miss_their_document(reference, tmp_path):
+    """Promptagator 3.2 at its strictest (the positive must rank first): some WikiQA questions fail, each is
+    counted once in the manifest and the statistics, and every kept query's positive outscores its candidates."""
+    overrides = [
+        *_overrides(reference["root"] / "cache", 24),
+        "mine.selection={margin_type: perc_pos, margin: 0.95, num_negatives: 3, candidate_k: 12, max_positive_rank: 1}",
+    ]
+    manifest = run_mine(load_config(CONFIGS / "tiny.yaml", overrides), tmp_path / "run")
+    examples = _read(tmp_path / "run")
+    stats = manifest["statistics"]["all"]
+    failed = manifest["drops"]["examples failing round-trip consistency"]
+    assert failed == stats["dropped_round_trip"] > 0
+    assert stats["examples"] + failed + stats["dropped_too_few_negatives"] == stats["input_examples"]
+    assert len(examples) == stats["examples"] < reference["manifest"]["counts"]["examples"]
+    for ex in examples:
+        assert ex.positive_score > max(ex.negative_scores)

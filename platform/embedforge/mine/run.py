@@ -262,6 +262,7 @@ class _Miner:
                     list(result.selection.scores) if mined else [],
                     result.selection.drops if first else {},
                     kept,
+                    result.selection.round_trip_failed,
                 )
                 if mined is not None:
                     out.append(mined)
@@ -295,6 +296,7 @@ def _stats_state(stats: MiningStats) -> dict[str, Any]:
         "drops": dict(stats.drops),
         "inputs": stats.inputs,
         "too_few": stats.too_few,
+        "round_trip": stats.round_trip,
         "examples": stats.examples,
     }
 
@@ -308,6 +310,7 @@ def _stats_from_state(state: dict[str, Any]) -> MiningStats:
         drops=Counter(state["drops"]),
         inputs=state["inputs"],
         too_few=state["too_few"],
+        round_trip=state["round_trip"],
         examples=state["examples"],
     )
 
@@ -348,6 +351,7 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         counts={"input_examples": total.inputs, "examples": total.examples, "negatives": len(total.negative_scores)},
         drops={
             "examples with too few negatives": total.too_few,
+            "examples failing round-trip consistency": total.round_trip,
             **{f"candidates: {k}": v for k, v in total.drops.items()},
             **{k: v for plan in plans for k, v in plan.drops.items()},
         },

@@ -7,6 +7,9 @@ text equal, after whitespace/case folding, to the query, a positive or a candida
 min positive score x margin; `absolute`: above min positive score - margin). When a query has several positives
 the lowest positive score sets the threshold, so no kept negative outscores any positive's margin. Then keep the
 top `num_negatives` survivors, or a seeded random sample of them (`sampling: random`), best first.
+
+Before any of that, `max_positive_rank` applies round-trip consistency (Promptagator, Dai et al. 2023, 3.2): a
+query whose best positive ranks below it among the teacher's candidates keeps no negatives and is dropped.
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ class Selection:
     kept: list[int]
     scores: list[float]
     drops: Counter[str] = field(default_factory=Counter)
+    round_trip_failed: bool = False  # the query's best positive ranked below `max_positive_rank`
+
+
+def positive_rank(candidate_scores: Sequence[float], positive_scores: Sequence[float]) -> int:
+    """1 + how many candidates (positives excluded) score above the best positive."""
+    best = max(positive_scores)
+    return 1 + int(np.sum(np.asarray(candidate_scores, dtype=np.float64) > best))
 
 
 def margin_threshold(positive_scores: Sequence[float], config: SelectionConfig) -> float | None:
@@ -63,6 +73,10 @@ def select_negatives(
     if scores.size > 1 and np.any(np.diff(scores) > 1e-9):
         raise ValueError("candidates must be given best first (scores non-increasing)")
     positive_exact = set(positives)
+    if config.max_positive_rank is not None and len(positive_scores):
+        others = [s for t, s in zip(candidate_texts, scores, strict=True) if t not in positive_exact]
+        if positive_rank(others, positive_scores) > config.max_positive_rank:
+            return Selection(kept=[], scores=[], round_trip_failed=True)
     positive_norm = {normalise_text(p) for p in positives}
     query_norm = normalise_text(query)
     threshold = margin_threshold(positive_scores, config)

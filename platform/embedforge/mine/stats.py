@@ -21,11 +21,22 @@ class MiningStats:
     drops: Counter[str] = field(default_factory=Counter)
     inputs: int = 0  # input examples seen (one per (query, positive))
     too_few: int = 0
+    round_trip: int = 0  # input examples whose query failed round-trip consistency
     examples: int = 0
 
-    def add(self, positive_score: float, negative_scores: list[float], drops: Counter[str], kept: bool) -> None:
+    def add(
+        self,
+        positive_score: float,
+        negative_scores: list[float],
+        drops: Counter[str],
+        kept: bool,
+        round_trip_failed: bool = False,
+    ) -> None:
         self.inputs += 1
         self.drops.update(drops)
+        if round_trip_failed:
+            self.round_trip += 1
+            return
         if not kept:
             self.too_few += 1
             return
@@ -39,6 +50,7 @@ class MiningStats:
         self.drops.update(other.drops)
         self.inputs += other.inputs
         self.too_few += other.too_few
+        self.round_trip += other.round_trip
         self.examples += other.examples
 
     def to_dict(self) -> dict[str, object]:
@@ -46,6 +58,7 @@ class MiningStats:
             "input_examples": self.inputs,
             "examples": self.examples,
             "dropped_too_few_negatives": self.too_few,
+            "dropped_round_trip": self.round_trip,
             "negatives": len(self.negative_scores),
             "removed_by_filter": {reason: int(self.drops.get(reason, 0)) for reason in DROP_REASONS},
             "positive_scores": describe(self.positive_scores),
@@ -55,7 +68,8 @@ class MiningStats:
     def table(self, title: str = "mining") -> str:
         rows = [
             f"== {title}: {self.inputs} input examples -> {self.examples} mined, "
-            f"{len(self.negative_scores)} negatives, {self.too_few} dropped with too few negatives"
+            f"{len(self.negative_scores)} negatives, {self.too_few} dropped with too few negatives, "
+            f"{self.round_trip} failing round-trip consistency"
         ]
         rows.append(
             f"{'scores':<10}{'count':>8}{'mean':>9}{'std':>9}{'min':>9}{'p25':>9}{'p50':>9}{'p75':>9}{'max':>9}"
