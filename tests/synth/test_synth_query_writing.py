@@ -27,6 +27,17 @@ def test_prompt_ends_at_the_query_of_the_document_in_the_style_asked() -> None:
         prompts.render("haiku", "text")
 
 
+def test_every_configurable_style_has_a_description_and_a_demonstration_each() -> None:
+    from typing import get_args
+
+    from embedforge.config.synth import QueryStyle
+
+    prompts = query_prompts()
+    assert set(prompts.styles) == set(get_args(QueryStyle)) == {"question", "keywords", "category"}
+    category = prompts.render("category", "Keith Urban. An Australian country music singer.")
+    assert "Query: women scientists who won a nobel prize\n" in category and "marie curie radioactivity" not in category
+
+
 def test_one_unguided_row_per_document_and_style() -> None:
     config = SynthConfig(documents="docs.jsonl", query_styles=["question", "keywords"], max_query_tokens=20)
     rows = query_rows(config, 0, DOCS)

@@ -11,7 +11,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
-QueryStyle = Literal["question", "keywords"]
+QueryStyle = Literal["question", "keywords", "category"]
 Family = Literal["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
 
 # Guided decoding bounds strings in characters, the engine in tokens: budget at this many characters per token
