@@ -73,7 +73,9 @@ def main() -> None:
         "reused when their configs match, rerun otherwise",
     )
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import ray
     import torch
     from common import machine_info, previous_result, write_result

@@ -133,7 +133,9 @@ def main() -> None:
     parser.add_argument("--load-s", type=float, default=60.0)
     parser.add_argument("--settle-s", type=float, default=150.0, help="longest wait for the scale-down after the load")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request otherwise
     import ray
     from ray import serve

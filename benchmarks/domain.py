@@ -83,7 +83,9 @@ def main() -> None:
         help="record this run as a named experiment beside the profile's own result (kept, whatever it scores)",
     )
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import ray
     import torch
     from common import machine_info, previous_result, record_experiment, write_result

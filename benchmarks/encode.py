@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-length", type=int, default=128)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     logging.getLogger("embedforge.model.embedder").setLevel(logging.WARNING)
     torch.set_num_threads(args.threads)
     models = prepare(["all-minilm-l6-v2", "smollm2-135m-instruct"])

@@ -111,7 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", action="append", choices=CORPORA, help="default: both")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import torch
     from common import machine_info, write_result
 

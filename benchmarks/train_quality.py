@@ -33,7 +33,9 @@ def main() -> None:
     parser.add_argument("--retrieval-queries", type=int, default=50, help="TREC DL queries kept (50 = all)")
     parser.add_argument("--corpus", type=int, default=None, help="retrieval corpus cap (judged documents stay)")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from embedforge.logs import configure_logging
+
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import ray
     import torch
     from common import machine_info, write_result

@@ -7,6 +7,8 @@ import importlib
 import logging
 import sys
 
+from embedforge.logs import configure_logging
+
 # subcommand -> module in embedforge.cli that defines `add_arguments(parser)` and `run(args) -> int`
 SUBCOMMANDS = {
     "models": "Prepare the bundled real models and the tiny test model (no network).",
@@ -40,11 +42,7 @@ USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, PermissionErro
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+    configure_logging(logging.DEBUG if args.verbose else logging.INFO, datefmt="%H:%M:%S")
     try:
         return int(args._module.run(args) or 0)
     except USER_ERRORS as err:

@@ -23,6 +23,7 @@ from embedforge.cluster import local
 from embedforge.config import ConfigError, EmbedforgeConfig, load_config
 from embedforge.config.evaluate import TRAINED
 from embedforge.evaluate.registry import HELDOUT_TASK
+from embedforge.logs import configure_logging
 from embedforge.models.bundled import prepare
 from embedforge.paths import BUNDLED_PREFIX, REPO_ROOT
 from embedforge.pipeline.probe import PROBE_TEXT, api_key, base_url, probe_endpoint
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", type=Path, default=None, help="default: runs/demo-<config name>")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     started = time.time()
     config_path = Path(args.config)
     if not config_path.is_absolute() and not config_path.exists():

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from embedforge.logs import configure_logging
 from embedforge.paths import REPO_ROOT
 
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     if not has_gpu():
         print("no GPU: skipped (make gpu-check runs every stage on an NVIDIA GPU; none is visible here)")
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     report = run_check(args.run_dir, args.skip)
     print("\nstage      device  GPUs  dtype       peak GPU MiB")
     for stage, usage in {**report["stages"], "serve": report["ready"].get("usage")}.items():
