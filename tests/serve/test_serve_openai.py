@@ -58,34 +58,33 @@ def test_float_format_query_type_and_dimensions(served, direct_encoder):
     assert float(got @ want) >= 0.999
 
 
-def test_langchain_openai_embeddings_match_direct_encode(served, direct_encoder):
+def langchain_embeddings(served, **settings):
     from langchain_openai import OpenAIEmbeddings
 
     # LangChain's settings for OpenAI-compatible servers: no tiktoken length check (it would tokenize with OpenAI's
     # vocabulary, and its encodings download at run time); the server truncates as it is told
-    embeddings = OpenAIEmbeddings(
+    return OpenAIEmbeddings(
         model=served.model_name,
         base_url=f"{served.url}/v1",
         api_key=served.key,
         check_embedding_ctx_length=False,
         max_retries=0,
+        **settings,
     )
+
+
+def test_langchain_openai_embeddings_match_direct_encode(served, direct_encoder):
+    embeddings = langchain_embeddings(served)
     docs = np.array(embeddings.embed_documents(TEXTS), dtype=np.float32)
     query = np.array([embeddings.embed_query(TEXTS[0])], dtype=np.float32)
     want = direct_encoder.encode_documents(TEXTS)
     assert docs.shape == (3, 384)
     assert cosines(docs, want).min() >= 0.999
     assert float(cosines(query, want[:1])[0]) >= 0.999
-    short = OpenAIEmbeddings(
-        model=served.model_name,
-        base_url=f"{served.url}/v1",
-        api_key=served.key,
-        check_embedding_ctx_length=False,
-        dimensions=64,
-        model_kwargs={"extra_body": {"input_type": "query"}},
-    ).embed_query(TEXTS[0])
+    short = langchain_embeddings(served, dimensions=64, model_kwargs={"extra_body": {"input_type": "query"}})
+    got = np.asarray(short.embed_query(TEXTS[0]), dtype=np.float32)
     full = direct_encoder.encode_queries([TEXTS[0]])[0]
-    assert len(short) == 64 and float(np.asarray(short) @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
+    assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
 
 
 def test_models_health_ready(served):
