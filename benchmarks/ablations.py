@@ -76,10 +76,10 @@ def main() -> None:
     from embedforge.logs import configure_logging
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
-    import ray
     import torch
     from common import machine_info, previous_result, write_result
 
+    from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
 
     torch.set_num_threads(2)
@@ -87,7 +87,7 @@ def main() -> None:
     base = load_config(str(CONFIG), args.overrides)
     labels = protocol_tasks(base)
     protocol = protocol_overrides(labels, args.overrides)
-    ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
+    start_private_cluster(2, 1024**3)
 
     def run(name: str, overrides: list[str], data_from: Path | None, run_dir: Path | None = None) -> dict[str, Any]:
         config = load_config(str(CONFIG), [*protocol, *overrides])

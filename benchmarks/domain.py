@@ -86,10 +86,10 @@ def main() -> None:
     from embedforge.logs import configure_logging
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
-    import ray
     import torch
     from common import machine_info, previous_result, record_experiment, write_result
 
+    from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
     from embedforge.pipeline.runner import run_pipeline
     from embedforge.pipeline.steps import deploy_decision
@@ -97,7 +97,7 @@ def main() -> None:
     torch.set_num_threads(2)
     machine = machine_info()
     # a private cluster: never join a development head another process left running on this machine
-    ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
+    start_private_cluster(2, 1024**3)
     results, ratios = {}, {}
     for corpus in args.corpus or list(CORPORA):
         config = load_config(str(CONFIG), corpus_overrides(corpus) + args.overrides)

@@ -131,10 +131,10 @@ def main() -> None:
     from embedforge.logs import configure_logging
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
-    import ray
     import torch
     from common import machine_info, previous_result, record_experiment, write_result
 
+    from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
 
     torch.set_num_threads(2)
@@ -151,7 +151,7 @@ def main() -> None:
         logging.warning("families with no left-out dataset in this recipe: %s", uncovered)
     config = load_config(str(CONFIG), protocol_overrides(labels, args.overrides))
     # a private cluster: never join a development head another process left running on this machine
-    ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
+    start_private_cluster(2, 1024**3)
     results, ratios = {}, {}
     first = (args.runs / "x1").resolve()
     for scale in sorted({1, *args.scale}):

@@ -164,10 +164,10 @@ def main() -> None:
     import ray
     from common import machine_info, write_result
 
+    from embedforge.cluster.local import start_private_cluster
+
     machine = machine_info()
-    ray.init(
-        address="local", num_cpus=2, object_store_memory=512 * 1024**2, include_dashboard=False, log_to_driver=False
-    )
+    start_private_cluster(2, 512 * 1024**2, log_to_driver=False)
     plain = plain_loop(_config(args.model, args.steps, args.batch, 1))
     one = ray_train(_config(args.model, args.steps, args.batch, 1))
     two = ray_train(_config(args.model, args.steps, args.batch, 2))

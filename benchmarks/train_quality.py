@@ -36,10 +36,10 @@ def main() -> None:
     from embedforge.logs import configure_logging
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
-    import ray
     import torch
     from common import machine_info, write_result
 
+    from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
     from embedforge.evaluate.registry import build_task
     from embedforge.evaluate.scoring import score_task
@@ -54,7 +54,7 @@ def main() -> None:
     previous = read_manifest(Path(args.run_dir) / "train")
     if previous is None or previous.get("config_hash") != stage_settings(config)[1] or previous["status"] != "complete":
         # a private cluster: never join a development head another process left running on this machine
-        ray.init(address="local", num_cpus=2, object_store_memory=1024**3, include_dashboard=False)
+        start_private_cluster(2, 1024**3)
     started = time.time()
     manifest = run_train(config, args.run_dir)
     train_s = time.time() - started

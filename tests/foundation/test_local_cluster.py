@@ -26,6 +26,32 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
+# an actor that asks the cluster's state API for its own state, as Ray Train's placement-group monitor asks for the
+# controller's: it must find the API of the cluster it runs in
+STATE_PROBE = (
+    "probe = ray.remote(num_cpus=0)(type('Probe', (), {'state': lambda self: __import__('ray.util.state')"
+    ".util.state.get_actor(ray.get_runtime_context().get_actor_id(), timeout=20).state})).remote(); "
+)
+
+
+def test_a_private_cluster_tells_its_workers_where_its_state_api_is(ray_cluster):
+    """Beside this session's cluster (a second Ray cluster on the machine), a command's private cluster still
+    answers its workers' state queries: the auto-detected address would be another cluster's."""
+    code = (
+        "from embedforge.cluster.local import start_private_cluster; import ray; "
+        f"start_private_cluster(1, 256 * 1024**2); {STATE_PROBE}print(ray.get(probe.state.remote()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "ALIVE"
+    assert "Timed out while waiting for GCS" not in result.stderr
+
+
+def test_the_head_tells_its_workers_where_its_state_api_is():
+    assert local._head_env()["RAY_API_SERVER_ADDRESS"] == local.DASHBOARD_URL
+
+
 def _dashboard_port() -> int:
     if local.head_running() or not local.port_owner(8265):
         return 8265
@@ -58,11 +84,16 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         joined = cli(
             sys.executable,
             "-c",
-            "from embedforge.cluster.local import connect; import ray; connect(); "
-            "print(int(ray.cluster_resources()['CPU']))",
+            f"from embedforge.cluster.local import connect; import ray; connect(); {STATE_PROBE}"
+            "print(int(ray.cluster_resources()['CPU']), ray.get(probe.state.remote()))",
             path_env={**plain, "RAY_ADDRESS": local.HEAD_ADDRESS},
         )
-        assert joined.returncode == 0 and int(joined.stdout.strip().splitlines()[-1]) >= 1, joined.stderr[-2000:]
+        # the head's workers read its state API beside this session's private cluster (what Ray Train's
+        # placement-group monitor does), instead of timing out on whatever cluster /tmp/ray names
+        assert joined.returncode == 0 and joined.stdout.strip().splitlines()[-1].split()[1:] == ["ALIVE"], (
+            joined.stdout[-2000:] + joined.stderr[-2000:]
+        )
+        assert int(joined.stdout.strip().splitlines()[-1].split()[0]) >= 1
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
         job = cli(

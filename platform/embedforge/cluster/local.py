@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -50,7 +51,24 @@ def _head_env() -> dict[str, str]:
     Token authentication is on explicitly (Ray 2.60 turns it on for the head, but its CLI clients only send the
     token from ~/.ray/auth_token when RAY_AUTH_MODE=token: `make` and `cluster/local/*.sh` export it)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    return {**os.environ, "PATH": path, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": AUTH_MODE}
+    return {
+        **os.environ,
+        "PATH": path,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": AUTH_MODE,
+        **state_api_env(DASHBOARD_URL),
+    }
+
+
+def state_api_env(dashboard_url: str) -> dict[str, str]:
+    """What tells Ray's processes where their cluster's state API is.
+
+    Ray Train's placement-group monitor (a detached actor) asks the state API whether the training controller is
+    alive. Without an address it auto-detects a cluster from Ray's default temp dir (`/tmp/ray`), which names the
+    last cluster `ray start` made there: not this project's head (it keeps its own temp dir) and not a cluster
+    started in-process, so with two Ray clusters on one machine (or one stale file) the monitor waits on a dead
+    GCS, prints "Timed out while waiting for GCS to become available" with a traceback, and stops watching."""
+    return {"RAY_API_SERVER_ADDRESS": dashboard_url}
 
 
 def ensure_auth_token() -> None:
@@ -243,12 +261,26 @@ def connect(num_cpus: int | None = None) -> None:
         os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
         ray.init(address=HEAD_ADDRESS, log_to_driver=True)
     else:
-        # with its dashboard: the progress of the stage shows there, and Ray Train's placement-group monitor reads
-        # actor states through the dashboard's state API (without it, that monitor prints a GCS timeout traceback)
-        context = ray.init(
-            address="local",
-            num_cpus=num_cpus or os.cpu_count(),
-            object_store_memory=default_object_store_bytes(),
-            include_dashboard=True,
-        )
+        context = start_private_cluster(num_cpus or os.cpu_count() or 1, default_object_store_bytes())
         log.info("started a private Ray cluster for this command; dashboard: http://%s", context.dashboard_url)
+
+
+def start_private_cluster(num_cpus: int, object_store_memory: int, **init_kwargs: Any) -> Any:
+    """Start a Ray cluster inside this process, never joining another, with its dashboard on a free port.
+
+    The dashboard shows the stage's progress and serves the state API that Ray Train's placement-group monitor
+    reads; every worker of this job gets its address (`state_api_env`), so the monitor watches this cluster
+    whatever else runs on the machine."""
+    import ray
+
+    port = _free_port()
+    return ray.init(
+        address="local",
+        num_cpus=num_cpus,
+        object_store_memory=object_store_memory,
+        include_dashboard=True,
+        dashboard_host=DASHBOARD_HOST,
+        dashboard_port=port,
+        runtime_env={"env_vars": state_api_env(f"http://{DASHBOARD_HOST}:{port}")},
+        **init_kwargs,
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from embedforge.data.delimited import DataFormatError, iter_tsv, parse_float
+from embedforge.data.delimited import DataFormatError, read_tsv
 from embedforge.data.io import iter_jsonl
 from embedforge.data.schema import CorpusDocument, Qrel, Query
 
@@ -55,8 +55,8 @@ def read_beir_queries(path: Path) -> list[Query]:
 def read_beir_qrels(path: Path) -> list[Qrel]:
     with path.open(encoding="utf-8") as fh:
         has_header = fh.readline().rstrip("\r\n").split("\t")[:1] == ["query-id"]
-    rows = iter_tsv(path, (3,), header=QRELS_HEADER if has_header else None)
-    return [Qrel(query_id=q, doc_id=d, relevance=parse_float(path, n, s, "relevance")) for n, (q, d, s) in rows]
+    rows = read_tsv(path, (3,), header=QRELS_HEADER if has_header else None)
+    return list(map(Qrel, rows.column(0), rows.column(1), rows.floats(2, "relevance")))
 
 
 def read_beir(folder: str | Path, split: str = "test") -> BeirDataset:

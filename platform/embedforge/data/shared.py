@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from embedforge.data.beir import BeirDataset, read_beir
-from embedforge.data.delimited import DataFormatError, iter_csv, iter_tsv, parse_float
+from embedforge.data.delimited import DataFormatError, DelimitedRows, read_csv, read_tsv
 from embedforge.data.schema import LabelledText, NliPair, RerankingGroup, ScoredPair
 from embedforge.paths import data_dir
 
@@ -40,58 +40,52 @@ RECORD_TYPES: dict[str, type] = {
 
 def _stsb(folder: Path, split: str) -> list[ScoredPair]:
     # no header; genre, file, year, id, score, sentence1, sentence2 (+ two source columns in some rows)
-    path = folder / f"sts-{split}.csv"
-    return [
-        ScoredPair(text1=f[5], text2=f[6], score=parse_float(path, n, f[4], "score")) for n, f in iter_tsv(path, (7, 9))
-    ]
+    rows = read_tsv(folder / f"sts-{split}.csv", (7, 9))
+    return list(map(ScoredPair, rows.column(5), rows.column(6), rows.floats(4, "score")))
 
 
 _SICK_HEADER = ["pair_ID", "sentence_A", "sentence_B", "relatedness_score", "entailment_judgment", "split"]
 
 
-def _sick_rows(folder: Path, split: str) -> list[tuple[Path, int, list[str]]]:
-    path = folder / "sick_train_trial.tsv"
+def _sick_rows(folder: Path, split: str) -> tuple[DelimitedRows, list[int]]:
+    """SICK's rows and the indices of those in `split` (train, trial or all)."""
+    rows = read_tsv(folder / "sick_train_trial.tsv", (6,), header=_SICK_HEADER)
     wanted = {"train", "trial"} if split == "all" else {split}
-    return [(path, n, f) for n, f in iter_tsv(path, (6,), header=_SICK_HEADER) if f[5] in wanted]
+    return rows, [i for i, s in enumerate(rows.column(5)) if s in wanted]
 
 
 def _sick_sts(folder: Path, split: str) -> list[ScoredPair]:
-    return [
-        ScoredPair(text1=f[1], text2=f[2], score=parse_float(p, n, f[3], "relatedness score"))
-        for p, n, f in _sick_rows(folder, split)
-    ]
+    rows, kept = _sick_rows(folder, split)
+    a, b, score = rows.column(1), rows.column(2), rows.floats(3, "relatedness score")
+    return [ScoredPair(text1=a[i], text2=b[i], score=score[i]) for i in kept]
 
 
-def _nli_label(path: Path, lineno: int, value: str) -> str:
-    label = value.strip().lower()
-    if label not in NLI_LABELS:
-        raise DataFormatError(f"{path}:{lineno}: NLI label {value!r} is not one of {NLI_LABELS}")
-    return label
+def _nli_labels(rows: DelimitedRows, index: int) -> list[str]:
+    labels = [value.strip().lower() for value in rows.column(index)]
+    for i, label in enumerate(labels):
+        if label not in NLI_LABELS:
+            raise rows.fail(i, f"NLI label {rows.column(index)[i]!r} is not one of {NLI_LABELS}")
+    return labels
 
 
 def _sick_nli(folder: Path, split: str) -> list[NliPair]:
-    return [
-        NliPair(premise=f[1], hypothesis=f[2], label=_nli_label(p, n, f[4])) for p, n, f in _sick_rows(folder, split)
-    ]
+    rows, kept = _sick_rows(folder, split)
+    a, b, label = rows.column(1), rows.column(2), _nli_labels(rows, 4)
+    return [NliPair(premise=a[i], hypothesis=b[i], label=label[i]) for i in kept]
 
 
 def _snli(folder: Path, split: str) -> list[NliPair]:
-    path = folder / f"{split}.tsv"
-    return [
-        NliPair(premise=f[0], hypothesis=f[1], label=_nli_label(path, n, f[2]))
-        for n, f in iter_tsv(path, (3,), header=["premise", "hypothesis", "label"])
-    ]
+    rows = read_tsv(folder / f"{split}.tsv", (3,), header=["premise", "hypothesis", "label"])
+    return list(map(NliPair, rows.column(0), rows.column(1), _nli_labels(rows, 2)))
 
 
 def _banking77(folder: Path, split: str) -> list[LabelledText]:
-    path = folder / f"{split}.csv"
+    rows = read_csv(folder / f"{split}.csv", ["text", "category"])
     known = set(json.loads((folder / "categories.json").read_text()))
-    out = []
-    for n, (text, label) in iter_csv(path, ["text", "category"]):
+    for i, label in enumerate(rows.column(1)):
         if label not in known:
-            raise DataFormatError(f"{path}:{n}: category {label!r} is not in categories.json")
-        out.append(LabelledText(text=text, label=label))
-    return out
+            raise rows.fail(i, f"category {label!r} is not in categories.json")
+    return list(map(LabelledText, rows.column(0), rows.column(1)))
 
 
 def _emotion(folder: Path, split: str) -> list[LabelledText]:
@@ -113,8 +107,8 @@ def _emotion(folder: Path, split: str) -> list[LabelledText]:
 
 
 def _tweets(folder: Path, split: str) -> list[LabelledText]:
-    path = folder / f"{split}.csv"
-    return [LabelledText(text=t.strip(), label=s) for _, (_, t, s) in iter_csv(path, ["textID", "text", "sentiment"])]
+    rows = read_csv(folder / f"{split}.csv", ["textID", "text", "sentiment"])
+    return [LabelledText(text=t.strip(), label=s) for t, s in zip(rows.column(1), rows.column(2), strict=True)]
 
 
 _AMAZON_FILES = {"train": "EN_train", "valid": "EN_valid", "ext_train": "EN-ext_train", "ext_valid": "EN-ext_valid"}
@@ -128,41 +122,34 @@ def _unquote(text: str) -> str:
 
 
 def _amazon(folder: Path, split: str) -> list[LabelledText]:
-    path = folder / f"{_AMAZON_FILES[split]}.tsv"
-    out = []
-    for n, (text, label) in iter_tsv(path, (2,), header=["sentence", "is_counterfactual"]):
-        if label not in ("0", "1"):
-            raise DataFormatError(f"{path}:{n}: is_counterfactual {label!r} is not 0 or 1")
-        out.append(LabelledText(text=_unquote(text), label=label))
-    return out
+    rows = read_tsv(folder / f"{_AMAZON_FILES[split]}.tsv", (2,), header=["sentence", "is_counterfactual"])
+    labels = rows.require_values(1, ("0", "1"), "is_counterfactual")
+    return [LabelledText(text=_unquote(t), label=label) for t, label in zip(rows.column(0), labels, strict=True)]
 
 
-def _binary(path: Path, lineno: int, value: str) -> float:
-    if value not in ("0", "1"):
-        raise DataFormatError(f"{path}:{lineno}: label {value!r} is not 0 or 1")
-    return float(value)
+def _binary(rows: DelimitedRows, index: int) -> list[float]:
+    return [float(value) for value in rows.require_values(index, ("0", "1"), "label")]
 
 
 def _mrpc(folder: Path, split: str) -> list[ScoredPair]:
-    path = folder / f"{split}.tsv"
-    rows = iter_tsv(path, (5,), header=["label", "id1", "id2", "sentence1", "sentence2"])
-    return [ScoredPair(text1=f[3], text2=f[4], score=_binary(path, n, f[0])) for n, f in rows]
+    rows = read_tsv(folder / f"{split}.tsv", (5,), header=["label", "id1", "id2", "sentence1", "sentence2"])
+    return list(map(ScoredPair, rows.column(3), rows.column(4), _binary(rows, 0)))
 
 
 def _twitter(folder: Path, split: str) -> list[ScoredPair]:
-    path = folder / f"{split}_binary.tsv"
-    rows = iter_tsv(path, (4,), header=["sentence1", "sentence2", "label", "votes"])
-    return [ScoredPair(text1=f[0], text2=f[1], score=_binary(path, n, f[2])) for n, f in rows]
+    rows = read_tsv(folder / f"{split}_binary.tsv", (4,), header=["sentence1", "sentence2", "label", "votes"])
+    return list(map(ScoredPair, rows.column(0), rows.column(1), _binary(rows, 2)))
 
 
 def _wikiqa(folder: Path, split: str) -> list[RerankingGroup]:
-    path = folder / f"{split}.tsv"
+    rows = read_tsv(folder / f"{split}.tsv", (4,), header=["qid", "question", "candidate", "label"])
     groups: dict[str, RerankingGroup] = {}
-    for n, (qid, question, candidate, label) in iter_tsv(path, (4,), header=["qid", "question", "candidate", "label"]):
+    columns = (rows.column(0), rows.column(1), rows.column(2), _binary(rows, 3))
+    for i, (qid, question, candidate, label) in enumerate(zip(*columns, strict=True)):
         group = groups.setdefault(qid, RerankingGroup(query_id=qid, query=question))
         if group.query != question:
-            raise DataFormatError(f"{path}:{n}: qid {qid} has a different question than on its first line")
-        (group.positives if _binary(path, n, label) else group.negatives).append(candidate)
+            raise rows.fail(i, f"qid {qid} has a different question than on its first line")
+        (group.positives if label else group.negatives).append(candidate)
     return list(groups.values())
 
 

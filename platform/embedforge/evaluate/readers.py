@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embedforge.data.delimited import DataFormatError, iter_tsv, parse_float, require_text
+from embedforge.data.delimited import DataFormatError, DelimitedRows, read_tsv, require_text
 from embedforge.data.io import iter_jsonl
 from embedforge.data.schema import LabelledText, RerankingGroup, ScoredPair
 
@@ -27,11 +27,16 @@ def _check_file(path: Path) -> None:
         raise DataFormatError(f"{path}: unsupported file type {path.suffix!r}; use one of {SUFFIXES}")
 
 
-def _tsv_rows(path: Path, header: list[str]) -> list[tuple[int, list[str]]]:
+def _tsv_rows(path: Path, header: list[str]) -> DelimitedRows:
     with path.open(encoding="utf-8") as fh:
         first = fh.readline().rstrip("\r\n").split("\t")
     has_header = [f.strip().lower() for f in first] == header
-    return list(iter_tsv(path, (len(header),), header=header if has_header else None))
+    return read_tsv(path, (len(header),), skip_header=has_header)
+
+
+def _texts(rows: DelimitedRows, index: int, what: str) -> list[str]:
+    """The column's values stripped; an empty one fails naming its line."""
+    return [require_text(rows.path, rows.line(i), value, what) for i, value in enumerate(rows.column(index))]
 
 
 def _json_text(path: Path, lineno: int, obj: dict[str, Any], key: str) -> str:
@@ -45,17 +50,9 @@ def read_scored_pairs(path: str | Path) -> list[ScoredPair]:
     path = Path(path)
     _check_file(path)
     if path.suffix == ".tsv":
-        return _nonempty(
-            path,
-            [
-                ScoredPair(
-                    require_text(path, n, a, "text1"),
-                    require_text(path, n, b, "text2"),
-                    parse_float(path, n, s, "score"),
-                )
-                for n, (a, b, s) in _tsv_rows(path, ["text1", "text2", "score"])
-            ],
-        )
+        rows = _tsv_rows(path, ["text1", "text2", "score"])
+        pairs = zip(_texts(rows, 0, "text1"), _texts(rows, 1, "text2"), rows.floats(2, "score"), strict=True)
+        return _nonempty(path, [ScoredPair(*pair) for pair in pairs])
     out = []
     for n, obj in iter_jsonl(path):
         score = obj.get("score")
@@ -69,10 +66,8 @@ def read_labelled_texts(path: str | Path) -> list[LabelledText]:
     path = Path(path)
     _check_file(path)
     if path.suffix == ".tsv":
-        out = [
-            LabelledText(require_text(path, n, t, "text"), require_text(path, n, label, "label"))
-            for n, (t, label) in _tsv_rows(path, ["text", "label"])
-        ]
+        rows = _tsv_rows(path, ["text", "label"])
+        out = list(map(LabelledText, _texts(rows, 0, "text"), _texts(rows, 1, "label")))
     else:
         out = [LabelledText(_json_text(path, n, o, "text"), str(_label(path, n, o))) for n, o in iter_jsonl(path)]
     return _nonempty(path, out)
