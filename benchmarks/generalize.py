@@ -118,6 +118,20 @@ def run_protocol(
     return summary
 
 
+def earlier_scales(
+    previous: dict[str, Any], results: dict[str, Any], config: str, overrides: list[str], protocol: str
+) -> dict[str, Any]:
+    """The larger budgets of the last result that this run did not train again, kept (each with the date it ran)
+    when that result used the same config, overrides and protocol: one curve, one budget per run."""
+    if (previous.get("config"), previous.get("overrides"), previous.get("protocol")) != (config, overrides, protocol):
+        return {}
+    return {
+        name: {"date": previous["date"], **summary}
+        for name, summary in previous.get("results", {}).items()
+        if name not in results
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=int, nargs="+", default=[1], help="step multipliers (1 is always run)")
@@ -159,7 +173,7 @@ def main() -> None:
         if scale != 1:
             link_shared_stages(first, run_dir)
         skip = ("deploy",) if scale == 1 else ("synth", "mine", "deploy")
-        summary = run_protocol(scaled(config, scale), run_dir, skip, labels)
+        summary = {"date": machine_info()["date"], **run_protocol(scaled(config, scale), run_dir, skip, labels)}
         results[f"x{scale}"] = summary
         suffix = "" if scale == 1 else f"_x{scale}"
         for key in ("ood_avg_gain", "ood_worst_task_delta", "id_avg_gain"):
@@ -177,6 +191,15 @@ def main() -> None:
         print(record_experiment("generalize", args.experiment, entry, GOALS).read_text())
         return
     previous = previous_result("generalize")
+    protocol = (
+        "whole shared datasets left out of training, scored beside the in-distribution tasks; "
+        f"scores x100, gain = trained - untrained backbone ({base.model.pooling} pooling); limits {LIMITS}"
+    )
+    kept = earlier_scales(previous, results, str(CONFIG.relative_to(CONFIG.parents[1])), args.overrides, protocol)
+    for name, summary in kept.items():
+        results[name] = summary
+        for key in ("ood_avg_gain", "ood_worst_task_delta", "id_avg_gain"):
+            ratios[f"{key}_{name}"] = summary[key]
     path = write_result(
         "generalize",
         {
@@ -184,10 +207,9 @@ def main() -> None:
             "machine": machine,
             "config": str(CONFIG.relative_to(CONFIG.parents[1])),
             "overrides": args.overrides,
-            "protocol": "whole shared datasets left out of training, scored beside the in-distribution tasks; "
-            f"scores x100, gain = trained - untrained backbone ({base.model.pooling} pooling); limits {LIMITS}",
+            "protocol": protocol,
             "families_without_left_out_dataset": uncovered,
-            "results": results,
+            "results": dict(sorted(results.items(), key=lambda item: int(item[0][1:]))),
             "ratios": ratios,
             "goals": GOALS,
         },

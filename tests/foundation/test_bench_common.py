@@ -66,3 +66,22 @@ def test_an_experiment_joins_the_result_without_replacing_it(common, tmp_path):
         "gain": 4.0
     }
     assert common.previous_result("missing") == {}
+
+
+def test_generalize_keeps_an_earlier_budget_only_from_the_same_recipe(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("bench_generalize", REPO / "benchmarks" / "generalize.py")
+    generalize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generalize)
+    previous = {
+        "date": "2026-01-01T00:00:00+00:00",
+        "config": "configs/local.yaml",
+        "overrides": [],
+        "protocol": "p",
+        "results": {"x1": {"ood_avg_gain": 1.0}, "x2": {"ood_avg_gain": 2.0}},
+    }
+    now = {"x1": {"ood_avg_gain": 1.5}, "x4": {"ood_avg_gain": 4.0}}
+    kept = generalize.earlier_scales(previous, now, "configs/local.yaml", [], "p")
+    assert kept == {"x2": {"date": "2026-01-01T00:00:00+00:00", "ood_avg_gain": 2.0}}  # x1 ran again: not kept
+    assert generalize.earlier_scales(previous, now, "configs/local.yaml", ["train.seed=1"], "p") == {}
+    assert generalize.earlier_scales(previous, now, "configs/local.yaml", [], "other limits") == {}

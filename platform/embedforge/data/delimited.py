@@ -143,7 +143,7 @@ def read_tsv(
         line, found = bad[0]
         accepted = " or ".join(map(str, widths))
         raise DataFormatError(f"{path}:{line}: expected {accepted} tab-separated fields, found {found}")
-    lines = _row_lines(table.num_rows, 1 + int(has_header), skipped)
+    lines = _row_lines(table.num_rows, 1 + int(has_header), sorted(skipped))
     table, lines = _drop_blank_rows(table, lines)
     if not wider:
         return DelimitedRows(path, list(table.columns), lambda i: int(lines[i]))
