@@ -8,6 +8,7 @@ training sets), each labelled. `--scale 2 4` also trains with every stage's step
 and mined data, so the curve of budget against gain shows. Writes benchmarks/results/generalize.json.
 
     .venv/bin/python benchmarks/generalize.py [--scale 1 2 4] [--set KEY=VALUE ...]
+    .venv/bin/python benchmarks/generalize.py --scale 4 --data-from runs/generalize/x1   # x1 kept, not rerun
 """
 
 from __future__ import annotations
@@ -59,6 +60,18 @@ def scaled(config: EmbedforgeConfig, scale: int) -> EmbedforgeConfig:
         stage.warmup_steps *= scale
     config.train.checkpoint_every *= scale
     return config
+
+
+def check_training_data(config: EmbedforgeConfig, source: Path) -> None:
+    """`source`'s synth and mine stages are complete and were made with this config's settings for them."""
+    from embedforge.mine.run import stage_settings as mine_settings
+    from embedforge.runs.stage import read_manifest
+    from embedforge.synth.run import stage_settings as synth_settings
+
+    for stage, settings in (("synth", synth_settings), ("mine", mine_settings)):
+        manifest = read_manifest(source / stage) or {}
+        if manifest.get("status") != "complete" or manifest.get("config_hash") != settings(config)[1]:
+            raise SystemExit(f"error: {source / stage} is not a complete {stage} stage of this recipe")
 
 
 def link_shared_stages(source: Path, run_dir: Path) -> None:
@@ -136,6 +149,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", type=int, nargs="+", default=[1], help="step multipliers (1 is always run)")
     parser.add_argument("--runs", type=Path, default=Path("runs/generalize"))
+    parser.add_argument(
+        "--data-from",
+        type=Path,
+        help="an x1 run dir of this recipe whose synth and mine stages the --scale runs train on, instead of "
+        "running x1 again (the last result's x1 is kept)",
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument(
         "--experiment",
@@ -167,8 +186,10 @@ def main() -> None:
     # a private cluster: never join a development head another process left running on this machine
     start_private_cluster(2, 1024**3)
     results, ratios = {}, {}
-    first = (args.runs / "x1").resolve()
-    for scale in sorted({1, *args.scale}):
+    first = (args.data_from or args.runs / "x1").resolve()
+    if args.data_from:
+        check_training_data(config, first)
+    for scale in sorted({*args.scale} if args.data_from else {1, *args.scale}):
         run_dir = (args.runs / f"x{scale}").resolve()
         if scale != 1:
             link_shared_stages(first, run_dir)
@@ -199,7 +220,7 @@ def main() -> None:
     for name, summary in kept.items():
         results[name] = summary
         for key in ("ood_avg_gain", "ood_worst_task_delta", "id_avg_gain"):
-            ratios[f"{key}_{name}"] = summary[key]
+            ratios[key + ("" if name == "x1" else f"_{name}")] = summary[key]
     path = write_result(
         "generalize",
         {

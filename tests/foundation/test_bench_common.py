@@ -20,6 +20,15 @@ def common(tmp_path, monkeypatch):
     return module
 
 
+@pytest.fixture
+def generalize(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("bench_generalize", REPO / "benchmarks" / "generalize.py")
+    generalize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generalize)
+    return generalize
+
+
 def test_machine_info_describes_the_machine(common):
     info = common.machine_info()
     assert info["cores"] >= 1 and info["memory_gib"] > 0 and info["cpu_model"]
@@ -68,11 +77,7 @@ def test_an_experiment_joins_the_result_without_replacing_it(common, tmp_path):
     assert common.previous_result("missing") == {}
 
 
-def test_generalize_keeps_an_earlier_budget_only_from_the_same_recipe(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_generalize", REPO / "benchmarks" / "generalize.py")
-    generalize = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generalize)
+def test_generalize_keeps_an_earlier_budget_only_from_the_same_recipe(generalize):
     previous = {
         "date": "2026-01-01T00:00:00+00:00",
         "config": "configs/local.yaml",
@@ -85,3 +90,19 @@ def test_generalize_keeps_an_earlier_budget_only_from_the_same_recipe(monkeypatc
     assert kept == {"x2": {"date": "2026-01-01T00:00:00+00:00", "ood_avg_gain": 2.0}}  # x1 ran again: not kept
     assert generalize.earlier_scales(previous, now, "configs/local.yaml", ["train.seed=1"], "p") == {}
     assert generalize.earlier_scales(previous, now, "configs/local.yaml", [], "other limits") == {}
+
+
+def test_generalize_trains_larger_budgets_only_on_this_recipes_data(generalize, tmp_path):
+    from embedforge.config import load_config
+    from embedforge.mine.run import stage_settings as mine_settings
+    from embedforge.synth.run import stage_settings as synth_settings
+
+    config = load_config(str(REPO / "configs" / "local.yaml"))
+    for stage, settings in (("synth", synth_settings), ("mine", mine_settings)):
+        (tmp_path / stage).mkdir()
+        manifest = {"status": "complete", "config_hash": settings(config)[1]}
+        (tmp_path / stage / "manifest.json").write_text(json.dumps(manifest))
+    generalize.check_training_data(config, tmp_path)
+    other = load_config(str(REPO / "configs" / "local.yaml"), ["mine.selection.num_negatives=3"])
+    with pytest.raises(SystemExit, match=r"mine is not a complete mine stage of this recipe"):
+        generalize.check_training_data(other, tmp_path)

@@ -202,8 +202,10 @@ class _ShardWriter:
         return stats
 
 
-def _config_hash(stage_config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(stage_config, sort_keys=True).encode()).hexdigest()[:16]
+def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
+    """Everything that changes the synthetic examples, and its hash (the manifest's `config_hash`)."""
+    settings = _stage_config(config)
+    return settings, hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
@@ -211,8 +213,8 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     synth = config.synth
     if not synth.enabled:
         raise ValueError("synth.enabled is false: this config does not synthesize data")
-    stage_config = _stage_config(config)
-    stage = StageRun(run_dir, STAGE, stage_config, _config_hash(stage_config))
+    stage_config, config_hash = stage_settings(config)
+    stage = StageRun(run_dir, STAGE, stage_config, config_hash)
     if stage.is_complete():
         log.info("synth: complete for this config at %s, skipping", stage.dir)
         return read_manifest(stage.dir) or {}
