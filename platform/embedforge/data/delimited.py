@@ -74,7 +74,8 @@ class DelimitedRows:
         return values
 
 
-def _first_line(path: Path) -> str:
+def first_line(path: Path) -> str:
+    """The file's first line without its line break; a first line that is not UTF-8 fails naming the file."""
     with path.open("rb") as fh:
         line = fh.readline()
     try:
@@ -115,7 +116,7 @@ def read_tsv(
     """
     has_header = header is not None or skip_header
     if has_header:
-        _check_header(path, _first_line(path).split("\t"), header)
+        _check_header(path, first_line(path).split("\t"), header)
     narrow = min(widths)
     names = [f"f{i}" for i in range(narrow)]
     wider: list[tuple[int, list[str]]] = []
@@ -175,7 +176,7 @@ def _drop_blank_rows(table: pa.Table, lines: np.ndarray) -> tuple[pa.Table, np.n
 def read_csv(path: Path, header: list[str]) -> DelimitedRows:
     """Every non-blank row of a quoted CSV file whose first row is `header`; a row of another width fails naming
     the line it starts on."""
-    first = next(csv.reader([_first_line(path)]), [])
+    first = next(csv.reader([first_line(path)]), [])
     if not first:
         raise DataFormatError(f"{path}:1: empty file, expected header {header}")
     _check_header(path, first, header)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embedforge.data.delimited import DataFormatError, DelimitedRows, read_tsv, require_text
+from embedforge.data.delimited import DataFormatError, DelimitedRows, first_line, read_tsv, require_text
 from embedforge.data.io import iter_jsonl
 from embedforge.data.schema import LabelledText, RerankingGroup, ScoredPair
 
@@ -28,8 +28,7 @@ def _check_file(path: Path) -> None:
 
 
 def _tsv_rows(path: Path, header: list[str]) -> DelimitedRows:
-    with path.open(encoding="utf-8") as fh:
-        first = fh.readline().rstrip("\r\n").split("\t")
+    first = first_line(path).split("\t")
     has_header = [f.strip().lower() for f in first] == header
     return read_tsv(path, (len(header),), skip_header=has_header)
 
