@@ -1,10 +1,13 @@
 """OpenAI-style clients against the live deployment: the official `openai` client (same vectors as a direct encode,
-usage, extensions) and LangChain's `OpenAIEmbeddings`, configured as its docs say for a non-OpenAI server."""
+usage, extensions), LangChain's `OpenAIEmbeddings` and LlamaIndex's `OpenAILikeEmbedding`, each configured as its
+docs say for a non-OpenAI server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
+import warnings
 
 import numpy as np
 from openai import OpenAI
@@ -83,6 +86,33 @@ def test_langchain_openai_embeddings_match_direct_encode(served, direct_encoder)
     assert float(cosines(query, want[:1])[0]) >= 0.999
     short = langchain_embeddings(served, dimensions=64, model_kwargs={"extra_body": {"input_type": "query"}})
     got = np.asarray(short.embed_query(TEXTS[0]), dtype=np.float32)
+    full = direct_encoder.encode_queries([TEXTS[0]])[0]
+    assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
+
+
+def llama_index_embeddings(served, **settings):
+    with warnings.catch_warnings():  # llama-index-core 0.12 declares a pydantic Field setting that pydantic 2.14 flags
+        warnings.simplefilter("ignore")
+        from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+    # LlamaIndex's class for OpenAI-compatible servers: any model name, the server's base URL and key
+    return OpenAILikeEmbedding(
+        model_name=served.model_name, api_base=f"{served.url}/v1", api_key=served.key, max_retries=0, **settings
+    )
+
+
+def test_llama_index_openai_like_embedding_matches_direct_encode(served, direct_encoder):
+    embeddings = llama_index_embeddings(served, embed_batch_size=2)  # 3 texts: two requests
+    docs = np.array(embeddings.get_text_embedding_batch(TEXTS), dtype=np.float32)
+    query = np.array([embeddings.get_query_embedding(TEXTS[0])], dtype=np.float32)
+    from_async = np.array(asyncio.run(embeddings.aget_text_embedding_batch(TEXTS)), dtype=np.float32)
+    want = direct_encoder.encode_documents(TEXTS)
+    assert docs.shape == (3, 384)
+    assert cosines(docs, want).min() >= 0.999
+    assert cosines(from_async, want).min() >= 0.999
+    assert float(cosines(query, want[:1])[0]) >= 0.999
+    short = llama_index_embeddings(served, dimensions=64, additional_kwargs={"extra_body": {"input_type": "query"}})
+    got = np.asarray(short.get_query_embedding(TEXTS[0]), dtype=np.float32)
     full = direct_encoder.encode_queries([TEXTS[0]])[0]
     assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
 
