@@ -50,6 +50,24 @@ def test_a_private_cluster_tells_its_workers_where_its_state_api_is(ray_cluster)
 
 def test_the_head_tells_its_workers_where_its_state_api_is():
     assert local._head_env()["RAY_API_SERVER_ADDRESS"] == local.DASHBOARD_URL
+    assert local._head_env()["RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"] == "0"
+
+
+@pytest.mark.slow
+def test_a_training_run_on_a_private_cluster_logs_no_ray_errors():
+    """A Ray Train run on one machine: no preemption-watcher error, no GCS timeout, nothing at ERROR level."""
+    code = (
+        "from embedforge.cluster.local import start_private_cluster; import ray; "
+        "from ray.train import ScalingConfig; from ray.train.torch import TorchTrainer; "
+        "start_private_cluster(1, 256 * 1024**2); "
+        "TorchTrainer(lambda: None, scaling_config=ScalingConfig(num_workers=1)).fit(); print('trained')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "trained"
+    for noise in ("constructor arguments in the object store", "Timed out while waiting for GCS", "Traceback"):
+        assert noise not in result.stderr, result.stderr[-3000:]
 
 
 def _dashboard_port() -> int:

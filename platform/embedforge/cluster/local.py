@@ -56,19 +56,24 @@ def _head_env() -> dict[str, str]:
         "PATH": path,
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": AUTH_MODE,
-        **state_api_env(DASHBOARD_URL),
+        **local_worker_env(DASHBOARD_URL),
     }
 
 
-def state_api_env(dashboard_url: str) -> dict[str, str]:
-    """What tells Ray's processes where their cluster's state API is.
+def local_worker_env(dashboard_url: str) -> dict[str, str]:
+    """What every Ray process of a one-machine cluster gets in its environment.
 
-    Ray Train's placement-group monitor (a detached actor) asks the state API whether the training controller is
-    alive. Without an address it auto-detects a cluster from Ray's default temp dir (`/tmp/ray`), which names the
-    last cluster `ray start` made there: not this project's head (it keeps its own temp dir) and not a cluster
-    started in-process, so with two Ray clusters on one machine (or one stale file) the monitor waits on a dead
-    GCS, prints "Timed out while waiting for GCS to become available" with a traceback, and stops watching."""
-    return {"RAY_API_SERVER_ADDRESS": dashboard_url}
+    - Where the cluster's state API is. Ray Train's placement-group monitor (a detached actor) asks the state API
+      whether the training controller is alive. Without an address it auto-detects a cluster from Ray's default
+      temp dir (`/tmp/ray`), which names the last cluster `ray start` made there: not this project's head (it keeps
+      its own temp dir) and not a cluster started in-process, so with two Ray clusters on one machine (or one stale
+      file) the monitor waits on a dead GCS, prints "Timed out while waiting for GCS to become available" with a
+      traceback, and stops watching.
+    - Ray Train's preemption watcher off. It polls for nodes being drained (spot instances reclaimed), which never
+      happens to the only node of a one-machine cluster, and starting it logs a core_worker error ("has
+      constructor arguments in the object store and max_restarts > 0") on every training run. Multi-node clusters
+      (cluster/kuberay, cluster/launcher) keep it."""
+    return {"RAY_API_SERVER_ADDRESS": dashboard_url, "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 def ensure_auth_token() -> None:
@@ -269,7 +274,7 @@ def start_private_cluster(num_cpus: int, object_store_memory: int, **init_kwargs
     """Start a Ray cluster inside this process, never joining another, with its dashboard on a free port.
 
     The dashboard shows the stage's progress and serves the state API that Ray Train's placement-group monitor
-    reads; every worker of this job gets its address (`state_api_env`), so the monitor watches this cluster
+    reads; every worker of this job gets its address (`local_worker_env`), so the monitor watches this cluster
     whatever else runs on the machine."""
     import ray
 
@@ -281,6 +286,6 @@ def start_private_cluster(num_cpus: int, object_store_memory: int, **init_kwargs
         include_dashboard=True,
         dashboard_host=DASHBOARD_HOST,
         dashboard_port=port,
-        runtime_env={"env_vars": state_api_env(f"http://{DASHBOARD_HOST}:{port}")},
+        runtime_env={"env_vars": local_worker_env(f"http://{DASHBOARD_HOST}:{port}")},
         **init_kwargs,
     )
