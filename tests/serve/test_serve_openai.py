@@ -23,6 +23,12 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
+def assert_first_64_of_query(got: np.ndarray, direct_encoder) -> None:
+    """`got` is TEXTS[0] embedded as a query with `dimensions=64`: the first 64 values of its full query vector."""
+    full = direct_encoder.encode_queries([TEXTS[0]])[0]
+    assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
+
+
 def test_openai_client_matches_direct_encode(served, direct_encoder):
     resp = client(served).embeddings.create(model=served.model_name, input=TEXTS)  # base64 on the wire
     got = np.array([d.embedding for d in resp.data], dtype=np.float32)
@@ -54,11 +60,8 @@ def test_float_format_query_type_and_dimensions(served, direct_encoder):
         extra_body={"input_type": "query"},
     )
     got = np.array(resp.data[0].embedding, dtype=np.float32)
-    full = direct_encoder.encode_queries([TEXTS[0]])[0]
-    want = full[:64] / np.linalg.norm(full[:64])
-    assert got.shape == (64,)
     assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-5
-    assert float(got @ want) >= 0.999
+    assert_first_64_of_query(got, direct_encoder)
 
 
 def langchain_embeddings(served, **settings):
@@ -86,8 +89,7 @@ def test_langchain_openai_embeddings_match_direct_encode(served, direct_encoder)
     assert float(cosines(query, want[:1])[0]) >= 0.999
     short = langchain_embeddings(served, dimensions=64, model_kwargs={"extra_body": {"input_type": "query"}})
     got = np.asarray(short.embed_query(TEXTS[0]), dtype=np.float32)
-    full = direct_encoder.encode_queries([TEXTS[0]])[0]
-    assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
+    assert_first_64_of_query(got, direct_encoder)
 
 
 def llama_index_embeddings(served, **settings):
@@ -113,8 +115,7 @@ def test_llama_index_openai_like_embedding_matches_direct_encode(served, direct_
     assert float(cosines(query, want[:1])[0]) >= 0.999
     short = llama_index_embeddings(served, dimensions=64, additional_kwargs={"extra_body": {"input_type": "query"}})
     got = np.asarray(short.get_query_embedding(TEXTS[0]), dtype=np.float32)
-    full = direct_encoder.encode_queries([TEXTS[0]])[0]
-    assert got.shape == (64,) and float(got @ (full[:64] / np.linalg.norm(full[:64]))) >= 0.999
+    assert_first_64_of_query(got, direct_encoder)
 
 
 def test_models_health_ready(served):
