@@ -28,7 +28,7 @@ from embedforge.cluster.device import model_dtype, record_usage
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
-from embedforge.logs import configure_logging
+from embedforge.logs import configure_worker_logging
 from embedforge.model import load_embedder
 from embedforge.runs.stage import USAGE
 from embedforge.train.batching import Batch, in_plan_order, plan_stages
@@ -169,7 +169,7 @@ class StepRunner:
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     """Entry point of every Ray Train worker. `loop_config`: config (JSON dict), config_hash, out_dir, threads."""
-    configure_logging(fmt="%(asctime)s %(name)s %(message)s")
+    configure_worker_logging()
     config = EmbedforgeConfig.model_validate(loop_config["config"])
     train, config_hash = config.train, loop_config["config_hash"]
     out_dir = Path(loop_config["out_dir"])
