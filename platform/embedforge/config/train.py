@@ -151,6 +151,14 @@ class TrainConfig(Section):
         description="keep every checkpoint and make the one scoring best on the validation slice (synthetic_heldout: "
         "the synthetic queries held out of training) the trained model; needs synth.documents",
     )
+    wise_ft_alpha: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="WiSE-FT (Wortsman et al. 2022, eq. 1): the trained model is saved as (1 - alpha) x the starting "
+        "weights + alpha x the trained ones (with LoRA: every adapter update times alpha); 1 keeps the trained "
+        "weights. Lower values trade some gain on data like the training sets for robustness on other data",
+    )
     max_failures: int = Field(2, ge=0)
     log_every: PositiveInt = 10
     seed: int = 0
@@ -159,6 +167,14 @@ class TrainConfig(Section):
         description="frozen teacher model for embedding_distill (NV-Embed A.2; the starting model anchors "
         "fine-tuning) and for distill with scores: teacher (LGAI 4.1 soft labels over the whole batch)",
     )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`wise_ft_alpha` at 1 (off) stays implicit, so a config that never sets it keeps its stage hashes."""
+        data = handler(self)
+        if self.wise_ft_alpha == 1:
+            data.pop("wise_ft_alpha", None)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

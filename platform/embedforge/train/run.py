@@ -23,6 +23,7 @@ from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_st
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.metrics import plot_curves, read_rows
 from embedforge.train.selection import best_step, score_checkpoints
+from embedforge.train.wise_ft import interpolate_toward_start
 from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,17 @@ def _resources(config: EmbedforgeConfig) -> dict[str, float]:
 
 
 def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> dict[str, str]:
-    """Load the final checkpoint into a fresh trainable embedder, save it and export it."""
+    """Load the final checkpoint into a fresh trainable embedder, mix it with the starting model when
+    `train.wise_ft_alpha` < 1 (WiSE-FT), save it and export it."""
     from embedforge.train.trainable import build_trainable
 
     embedder = build_trainable(config)
     load_weights(checkpoint_dir, embedder)
+    alpha = config.train.wise_ft_alpha
+    if alpha < 1:
+        start = None if config.model.lora.enabled else build_trainable(config)
+        interpolate_toward_start(embedder, alpha, start)
+        log.info("train: WiSE-FT, the saved model is %.2f x trained + %.2f x starting weights", alpha, 1 - alpha)
     embedder.eval()
     paths = {"model": str(save_embedder(embedder, out_dir / "model"))}
     for fmt in EXPORT_FORMATS:
