@@ -132,11 +132,12 @@ def run_protocol(
 
 
 def earlier_scales(
-    previous: dict[str, Any], results: dict[str, Any], config: str, overrides: list[str], protocol: str
+    previous: dict[str, Any], results: dict[str, Any], recipe: dict[str, Any], protocol: str
 ) -> dict[str, Any]:
     """The larger budgets of the last result that this run did not train again, kept (each with the date it ran)
-    when that result used the same config, overrides and protocol: one curve, one budget per run."""
-    if (previous.get("config"), previous.get("overrides"), previous.get("protocol")) != (config, overrides, protocol):
+    when that result used the same recipe (config file, its content's hash, overrides) and protocol: one curve, one
+    budget per run, never a budget of an earlier version of the config file."""
+    if {k: previous.get(k) for k in recipe} != recipe or previous.get("protocol") != protocol:
         return {}
     return {
         name: {"date": previous["date"], **summary}
@@ -169,6 +170,7 @@ def main() -> None:
 
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
+    from embedforge.config.loader import config_hash
 
     torch.set_num_threads(2)
     machine = machine_info()
@@ -216,7 +218,12 @@ def main() -> None:
         "whole shared datasets left out of training, scored beside the in-distribution tasks; "
         f"scores x100, gain = trained - untrained backbone ({base.model.pooling} pooling); limits {LIMITS}"
     )
-    kept = earlier_scales(previous, results, str(CONFIG.relative_to(CONFIG.parents[1])), args.overrides, protocol)
+    recipe = {
+        "config": str(CONFIG.relative_to(CONFIG.parents[1])),
+        "config_hash": config_hash(base),
+        "overrides": args.overrides,
+    }
+    kept = earlier_scales(previous, results, recipe, protocol)
     for name, summary in kept.items():
         results[name] = summary
         for key in ("ood_avg_gain", "ood_worst_task_delta", "id_avg_gain"):
@@ -226,8 +233,7 @@ def main() -> None:
         {
             **({"experiments": previous["experiments"]} if "experiments" in previous else {}),
             "machine": machine,
-            "config": str(CONFIG.relative_to(CONFIG.parents[1])),
-            "overrides": args.overrides,
+            **recipe,
             "protocol": protocol,
             "families_without_left_out_dataset": uncovered,
             "results": dict(sorted(results.items(), key=lambda item: int(item[0][1:]))),

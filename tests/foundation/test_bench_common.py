@@ -78,18 +78,20 @@ def test_an_experiment_joins_the_result_without_replacing_it(common, tmp_path):
 
 
 def test_generalize_keeps_an_earlier_budget_only_from_the_same_recipe(generalize):
+    recipe = {"config": "configs/local.yaml", "config_hash": "abc", "overrides": []}
     previous = {
         "date": "2026-01-01T00:00:00+00:00",
-        "config": "configs/local.yaml",
-        "overrides": [],
+        **recipe,
         "protocol": "p",
         "results": {"x1": {"ood_avg_gain": 1.0}, "x2": {"ood_avg_gain": 2.0}},
     }
     now = {"x1": {"ood_avg_gain": 1.5}, "x4": {"ood_avg_gain": 4.0}}
-    kept = generalize.earlier_scales(previous, now, "configs/local.yaml", [], "p")
+    kept = generalize.earlier_scales(previous, now, recipe, "p")
     assert kept == {"x2": {"date": "2026-01-01T00:00:00+00:00", "ood_avg_gain": 2.0}}  # x1 ran again: not kept
-    assert generalize.earlier_scales(previous, now, "configs/local.yaml", ["train.seed=1"], "p") == {}
-    assert generalize.earlier_scales(previous, now, "configs/local.yaml", [], "other limits") == {}
+    assert generalize.earlier_scales(previous, now, {**recipe, "overrides": ["train.seed=1"]}, "p") == {}
+    assert generalize.earlier_scales(previous, now, recipe, "other limits") == {}
+    # the same file with other content (the recipe changed since): its old budgets are not this recipe's curve
+    assert generalize.earlier_scales(previous, now, {**recipe, "config_hash": "def"}, "p") == {}
 
 
 def test_generalize_trains_larger_budgets_only_on_this_recipes_data(generalize, tmp_path):
