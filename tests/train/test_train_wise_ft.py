@@ -62,9 +62,9 @@ def test_full_finetuning_mix_needs_and_uses_the_starting_weights():
     with pytest.raises(ValueError, match="needs the starting model"):
         interpolate_toward_start(trained, 0.5)
     interpolate_toward_start(trained, 0.5, start)
+    origin = dict(start.backbone.named_parameters())
     for name, weight in trained.backbone.named_parameters():
-        origin = dict(start.backbone.named_parameters())[name]
-        torch.testing.assert_close(weight, 0.5 * before[name] + 0.5 * origin, atol=1e-6, rtol=0)
+        torch.testing.assert_close(weight, 0.5 * before[name] + 0.5 * origin[name], atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match=r"alpha must be in \[0, 1\]"):
         interpolate_toward_start(trained, 1.5, start)
 
