@@ -4,8 +4,8 @@ Layout: `<root>/<namespace>/<shard>.keys.npy` + `<shard>.vecs.npy`. The namespac
 identity (model, pooling, prefix / instruction, side); each text's key is a hash of (identity, text). A shard
 holds one encoded batch; its name is a hash of its keys, so writing the same batch twice is a no-op. Vectors are
 written before keys and both atomically, so a shard whose keys file exists is complete (a killed writer leaves
-nothing readable). Vectors are read through memory maps: only the key index (about 100 bytes per text) lives
-in memory, whatever the size of the cache.
+nothing readable). Vectors are read through memory maps that are closed again after each read: only the key
+index (about 100 bytes per text) lives in memory, whatever the size of the cache.
 
 API (sentence-transformers caches embeddings under a hash of model + texts the same way):
 
@@ -73,7 +73,6 @@ class EmbeddingCache:
             _atomic_save(identity_file, lambda p: p.write_text(identity))
         self._index: dict[bytes, tuple[str, int]] = {}
         self._seen: set[str] = set()
-        self._maps: dict[str, np.ndarray] = {}
 
     def keys(self, texts: Sequence[str]) -> list[bytes]:
         return [text_key(self.identity, t) for t in texts]
@@ -129,16 +128,15 @@ class EmbeddingCache:
             positions, rows = by_shard.setdefault(shard, ([], []))
             positions.append(i)
             rows.append(row)
-        dim = self._vectors(next(iter(by_shard))).shape[1]
-        out = np.empty((len(keys), dim), dtype=np.float32)
-        for shard, (positions, rows) in by_shard.items():
-            out[positions] = self._vectors(shard)[rows]
+        # each shard's rows copied out of a map that closes right after: no shard stays mapped
+        parts = [
+            (positions, np.load(self.dir / f"{shard}.vecs.npy", mmap_mode="r")[rows])
+            for shard, (positions, rows) in by_shard.items()
+        ]
+        out = np.empty((len(keys), parts[0][1].shape[1]), dtype=np.float32)
+        for positions, vectors in parts:
+            out[positions] = vectors
         return out
-
-    def _vectors(self, shard: str) -> np.ndarray:
-        if shard not in self._maps:
-            self._maps[shard] = np.load(self.dir / f"{shard}.vecs.npy", mmap_mode="r")
-        return self._maps[shard]
 
 
 def _atomic_save(path: Path, write: Callable[[Path], object]) -> None:

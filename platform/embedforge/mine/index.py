@@ -3,6 +3,11 @@
 `exact` is a flat inner-product index (exact top-k); `ivf` (IVF-Flat, trained on a sample) and `hnsw` trade a
 little recall for speed on large corpora. With a visible GPU and `use_gpu: auto` exact and IVF indexes move to
 the GPUs (faiss-gpu). Vectors are added in chunks, so the caller can stream them from a memory map.
+
+`corpus_index` opens a pool's on-disk corpus matrix for search. An exact search whose vectors exceed
+`mine.search_memory_mb` reads the matrix block by block for every batch of queries (`BlockedExactSearch`) and
+merges each block's top-k, so its memory is bounded by the budget, not by the corpus; the results are a flat
+index's. IVF and HNSW indexes hold every vector in memory.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import faiss
 import numpy as np
@@ -49,6 +55,49 @@ def build_index(vectors: np.ndarray, config: MineConfig) -> faiss.Index:
     return index
 
 
+class BlockedExactSearch:
+    """Exact inner-product top-k over an on-disk (n, dim) float32 `.npy` matrix, `block_rows` rows in memory at a
+    time. Quacks like a faiss index for `search` (`ntotal`, `search(queries, k)`)."""
+
+    def __init__(self, path: Path, block_rows: int) -> None:
+        n, dim = np.load(path, mmap_mode="r").shape
+        self.path, self.ntotal, self.d, self.block_rows = path, n, dim, max(1, block_rows)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        heap = faiss.ResultHeap(len(queries), k, keep_max=True)
+        for part in chunks(self.ntotal, self.block_rows):
+            block = read_rows(self.path, part)
+            scores, ids = faiss.knn(queries, block, min(k, len(block)), metric=faiss.METRIC_INNER_PRODUCT)
+            heap.add_result(scores, ids + part.start)
+        heap.finalize()
+        return heap.D, heap.I
+
+
+def read_rows(path: Path, rows: slice) -> np.ndarray:
+    """A copy of `rows` of a `.npy` matrix; the file's pages are unmapped again when this returns."""
+    matrix = np.load(path, mmap_mode="r")
+    block = np.array(matrix[rows], dtype=np.float32)
+    del matrix
+    return block
+
+
+def corpus_index(path: Path, config: MineConfig) -> faiss.Index | BlockedExactSearch:
+    """The search structure over the corpus matrix at `path`: block by block when an exact search's vectors exceed
+    `config.search_memory_mb`, else an in-memory index (`build_index`)."""
+    vectors = np.load(path, mmap_mode="r")
+    n, dim = vectors.shape
+    budget_rows = config.search_memory_mb * 2**20 // (dim * 4)
+    if config.index == "exact" and n > budget_rows:
+        log.info(
+            "exact search over %d vectors in blocks of %d (search_memory_mb %d)",
+            n,
+            budget_rows,
+            config.search_memory_mb,
+        )
+        return BlockedExactSearch(path, budget_rows)
+    return build_index(vectors, config)
+
+
 def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
     n = vectors.shape[0]
     if n <= size:
@@ -57,7 +106,7 @@ def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def search(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def search(index: faiss.Index | BlockedExactSearch, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (scores, ids) per query, best first; ids are -1 where the corpus has fewer than k documents."""
     k = min(k, index.ntotal)
     return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)

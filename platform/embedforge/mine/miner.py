@@ -15,7 +15,7 @@ import numpy as np
 
 from embedforge.config.mine import MineConfig
 from embedforge.mine.fusion import ranking_from_scores, rrf_scores
-from embedforge.mine.index import search
+from embedforge.mine.index import BlockedExactSearch, search
 from embedforge.mine.pools import MiningPool, QueryKey
 from embedforge.mine.selection import Selection, select_negatives
 from embedforge.mine.teachers.lexical import BM25Teacher
@@ -24,10 +24,11 @@ from embedforge.mine.teachers.pairwise import PairScorer
 
 @dataclass
 class DenseView:
-    """A dense teacher over one pool: corpus vectors (a memory map), their faiss index, and query vectors."""
+    """A dense teacher over one pool: corpus vectors (a memory map), their faiss index (or block-by-block exact
+    search), and query vectors."""
 
     doc_vectors: np.ndarray
-    index: faiss.Index
+    index: faiss.Index | BlockedExactSearch
     query_vectors: Callable[[Sequence[QueryKey]], np.ndarray]
 
 

@@ -3,8 +3,9 @@
 Every source is loaded once (`embedforge.data.sources.load_source`) and grouped into pools (`pools`). Then all
 their texts stream through each dense teacher's Ray Data actor pool into the embedding cache (`embed_stage`), in
 one pass per teacher: an actor pool's start-up costs 20-30 s on the 2-core machine, and a pass per source and
-pool paid it six times in the demo (git log). Then each pool's corpus vectors are copied from the cache
-into a memory map and indexed with faiss, and its queries are mined chunk by chunk (`miner`), writing one
+pool paid it six times in the demo (git log). Then each pool's corpus vectors are copied from the cache, chunk
+by chunk, into an on-disk matrix that faiss indexes or, past `mine.search_memory_mb`, searches block by block
+(`index.corpus_index`), and its queries are mined chunk by chunk (`miner`), writing one
 `run_dir/mine/data/part-NNNNN.parquet` shard of TrainingExamples per chunk. Shards already on disk are skipped on
 resume; the manifest records every parameter and the statistics table, which is also printed.
 """
@@ -31,7 +32,7 @@ from embedforge.data.documents import read_documents
 from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
-from embedforge.mine.index import build_index, chunks
+from embedforge.mine.index import chunks, corpus_index
 from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
 from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
 from embedforge.mine.selection import merge_negatives
@@ -55,7 +56,8 @@ def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
     """Everything that changes the output (mine section but the cache location, the mined sources, data seed)
     and its hash."""
     settings = {
-        "mine": config.mine.model_dump(mode="json", exclude={"cache_dir"}),  # where vectors live changes nothing
+        # where vectors live and how much of them search holds at once change nothing
+        "mine": config.mine.model_dump(mode="json", exclude={"cache_dir", "search_memory_mb"}),
         "sources": [s.model_dump(mode="json") for s in mined_sources(config)],
         "data_seed": config.data.seed,
     }
@@ -108,14 +110,17 @@ def plan_sources(
 
 
 def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path, config: EmbedforgeConfig) -> DenseView:
-    """Corpus vectors copied chunk by chunk from the cache into a memory map, indexed by faiss."""
+    """Corpus vectors copied chunk by chunk from the cache into a `.npy` file (written, not mapped, so no more than
+    a chunk is in memory), read back as a read-only memory map and searched through `corpus_index`."""
     doc_cache = EmbeddingCache(root, dense_identity(teacher, "document", pool.doc_instruction))
-    first = doc_cache.get(pool.corpus[:1])
+    dim = doc_cache.get(pool.corpus[:1]).shape[1]
     work.parent.mkdir(parents=True, exist_ok=True)
-    vectors = np.lib.format.open_memmap(work, mode="w+", dtype=np.float32, shape=(len(pool.corpus), first.shape[1]))
-    for part in chunks(len(pool.corpus), COPY_CHUNK):
-        vectors[part] = doc_cache.get(pool.corpus[part])
-    vectors.flush()
+    with work.open("wb") as f:
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
+        np.lib.format.write_array_header_1_0(f, {**header, "shape": (len(pool.corpus), dim)})
+        for part in chunks(len(pool.corpus), COPY_CHUNK):
+            f.write(np.ascontiguousarray(doc_cache.get(pool.corpus[part]), dtype=np.float32).tobytes())
+    vectors = np.load(work, mmap_mode="r")
     query_caches: dict[str, EmbeddingCache] = {}
 
     def query_vectors(keys: Sequence[QueryKey]) -> np.ndarray:
@@ -129,7 +134,7 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
             out[rows] = cache.get([keys[i][1] for i in rows])
         return out
 
-    return DenseView(doc_vectors=vectors, index=build_index(vectors, config.mine), query_vectors=query_vectors)
+    return DenseView(doc_vectors=vectors, index=corpus_index(work, config.mine), query_vectors=query_vectors)
 
 
 def _mined_example(
