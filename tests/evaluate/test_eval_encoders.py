@@ -145,3 +145,16 @@ def test_evaluation_demonstrations_reach_every_encoder_and_key_the_cache(tmp_pat
 
     bare = score_task(build_task("stsb", EvaluateConfig()).limit(12), tiny_encoder)["main_score"]
     assert score_task(task, tiny_encoder)["main_score"] != bare
+
+
+def test_retrieval_scores_equal_when_the_corpus_is_scored_block_by_block(tiny_encoder, shared_data, monkeypatch):
+    from embedforge.config.evaluate import EvaluateConfig
+    from embedforge.evaluate import scoring
+    from embedforge.evaluate.registry import build_task
+
+    task = build_task("trec_dl_msmarco_subset", EvaluateConfig()).limit(3, seed=0).limit_corpus(60, seed=0)
+    whole = scoring.score_task(task, tiny_encoder)
+    monkeypatch.setattr(scoring, "CORPUS_BLOCK", 7)
+    blocked = scoring.score_task(task, tiny_encoder)
+    assert blocked == pytest.approx(whole, abs=1e-9)
+    assert whole["num_documents"] > 7

@@ -38,6 +38,20 @@ def test_rank_documents_orders_by_score_and_breaks_ties_by_descending_id():
     assert ranked[1] == ["d1", "d4", "d3"]
 
 
+def test_running_top_k_over_blocks_equals_ranking_the_whole_matrix():
+    """Retrieval scores the corpus block by block (issue 24): the kept top_k, ties across blocks included, are
+    the whole matrix's."""
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, size=(6, 40)).astype(np.float32)  # many ties, straddling every block
+    ids = [f"d{i:02d}" for i in rng.permutation(40)]
+    whole = metrics.rank_documents(scores, ids, top_k=7)
+    for block in (1, 3, 16):
+        running = metrics.RunningTopK(ids, len(scores), top_k=7)
+        for start in range(0, 40, block):
+            running.add(scores[:, start : start + block], start)
+        assert running.rankings() == whole
+
+
 def test_cosine_and_spearman():
     a = np.array([[1.0, 0.0], [1.0, 1.0]])
     b = np.array([[0.0, 2.0], [2.0, 2.0]])

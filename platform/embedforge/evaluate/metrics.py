@@ -54,21 +54,41 @@ def average_precision(ranking: Sequence[str], qrels: Mapping[str, float]) -> flo
     return total / len(relevant)
 
 
+class RunningTopK:
+    """The top_k documents per query over corpus blocks scored one at a time: by descending score, ties broken by
+    descending doc id as pytrec_eval does, so results depend neither on corpus order nor on the blocks. Memory is
+    the kept candidates plus one block of scores, not the whole query x corpus matrix (issue 24)."""
+
+    def __init__(self, doc_ids: Sequence[str], num_queries: int, top_k: int) -> None:
+        self.ids = np.asarray(doc_ids)
+        self.id_rank = np.empty(len(self.ids), dtype=np.int64)
+        self.id_rank[np.argsort(self.ids, kind="stable")] = np.arange(len(self.ids))
+        self.top_k = min(top_k, len(self.ids))
+        self.columns = [np.zeros(0, dtype=np.int64) for _ in range(num_queries)]
+        self.scores = [np.zeros(0, dtype=np.float64) for _ in range(num_queries)]
+
+    def add(self, scores: np.ndarray, start: int) -> RunningTopK:
+        """Scores of the documents `start : start + scores.shape[1]` (rows = queries)."""
+        block_columns = np.arange(start, start + scores.shape[1])
+        for i, row in enumerate(scores):
+            columns = np.concatenate([self.columns[i], block_columns])
+            merged = np.concatenate([self.scores[i], row.astype(np.float64)])
+            k = min(self.top_k, len(merged))
+            kth = np.partition(-merged, k - 1)[k - 1]
+            candidates = np.nonzero(-merged <= kth)[0]  # the top k plus everything tied with the last of them
+            best = candidates[np.lexsort((-self.id_rank[columns[candidates]], -merged[candidates]))][:k]
+            self.columns[i], self.scores[i] = columns[best], merged[best]
+        return self
+
+    def rankings(self) -> list[list[str]]:
+        return [[str(self.ids[j]) for j in columns] for columns in self.columns]
+
+
 def rank_documents(scores: np.ndarray, doc_ids: Sequence[str], top_k: int) -> list[list[str]]:
     """Per query (rows of `scores`), the ids of the top_k documents by descending score.
 
     Ties break by descending doc id, as pytrec_eval does, so results do not depend on corpus order."""
-    ids = np.asarray(doc_ids)
-    id_rank = np.empty(len(ids), dtype=np.int64)
-    id_rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
-    top_k = min(top_k, scores.shape[1])
-    out = []
-    for row in scores:
-        kth = np.partition(-row, top_k - 1)[top_k - 1]
-        candidates = np.nonzero(-row <= kth)[0]  # the top_k plus everything tied with the last of them
-        order = candidates[np.lexsort((-id_rank[candidates], -row[candidates]))][:top_k]
-        out.append([str(ids[j]) for j in order])
-    return out
+    return RunningTopK(doc_ids, len(scores), top_k).add(scores, 0).rankings()
 
 
 def cosine_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from embedforge.model.protocol import TextEncoder
 
 RECALL_KS = (1, 5, 10, 100)
 RETRIEVAL_TOP_K = 1000
+CORPUS_BLOCK = 32768  # retrieval documents encoded and scored at once: memory bounded by this, not by the corpus
 
 
 def score_task(task: Task, encoder: TextEncoder, batch_size: int = 32, seed: int = 0) -> dict[str, Any]:
@@ -46,8 +47,11 @@ def score_task(task: Task, encoder: TextEncoder, batch_size: int = 32, seed: int
 
 def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
     q = _queries(encoder, [x.text for x in task.queries], task, batch_size)
-    d = encoder.encode_documents([x.embedded_text for x in task.corpus], batch_size=batch_size)
-    rankings = metrics.rank_documents(q @ d.T, [x.doc_id for x in task.corpus], RETRIEVAL_TOP_K)
+    ranked = metrics.RunningTopK([x.doc_id for x in task.corpus], len(q), RETRIEVAL_TOP_K)
+    for start in range(0, len(task.corpus), CORPUS_BLOCK):
+        block = task.corpus[start : start + CORPUS_BLOCK]
+        ranked.add(q @ encoder.encode_documents([x.embedded_text for x in block], batch_size=batch_size).T, start)
+    rankings = ranked.rankings()
     judged = [task.qrels[x.query_id] for x in task.queries]
     out = {"ndcg_at_10": _mean(metrics.ndcg_at_k(r, j, 10) for r, j in zip(rankings, judged, strict=True))}
     for k in RECALL_KS:
