@@ -63,12 +63,11 @@ def _base_corpus(queries: int) -> tuple[list, list[str]]:
     return examples, pool.corpus
 
 
-def write_extra_documents(queries: int, scale: int, path: Path) -> int:
-    """Real texts (`EXTRA_SOURCES`, in order) enlarging the base corpus to `scale` times its size, as a JSONL
-    document collection; returns the enlarged corpus size."""
+def write_extra_documents(corpus: list[str], scale: int, path: Path) -> int:
+    """Real texts (`EXTRA_SOURCES`, in order) enlarging `corpus` to `scale` times its size, as a JSONL document
+    collection; returns the enlarged corpus size."""
     from embedforge.data.shared import read_shared
 
-    _, corpus = _base_corpus(queries)
     have = set(corpus)
     wanted = (scale - 1) * len(corpus)
     extra: list[str] = []
@@ -119,14 +118,14 @@ def _config(args: argparse.Namespace, cache: Path):
         data["mine"]["corpus"] = str(args.extra)
     data["synth"] = {"enabled": False}
     data["train"]["stages"] = [{**data["train"]["stages"][0], "datasets": [{"source": "wikiqa"}]}]
-    data.pop("eval", None)
     return config_from_dict(data, "benchmarks/mine.py")
 
 
 def _extra_texts(args: argparse.Namespace) -> list[str]:
-    if not args.extra:
-        return []
-    return [json.loads(line)["text"] for line in Path(args.extra).read_text().splitlines()]
+    """The extra documents as embedforge embeds them (`mine.corpus`)."""
+    from embedforge.data.documents import read_documents
+
+    return [d.embedded_text for d in read_documents(args.extra)] if args.extra else []
 
 
 def worker_embedforge(args: argparse.Namespace, out: Path) -> None:
@@ -261,9 +260,9 @@ def plot(scales: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def measure_scale(args: argparse.Namespace, scale: int, tmp: Path) -> dict:
+def measure_scale(args: argparse.Namespace, base: list[str], scale: int, tmp: Path) -> dict:
     extra = tmp / f"extra-{scale}x.jsonl" if scale > 1 else None
-    corpus = write_extra_documents(args.queries, scale, extra) if extra else len(_base_corpus(args.queries)[1])
+    corpus = write_extra_documents(base, scale, extra) if extra else len(base)
     runs = {
         "sentence_transformers": run_child("st", args, tmp / f"{scale}x", extra),
         "embedforge": run_child("embedforge", args, tmp / f"{scale}x", extra),
@@ -303,7 +302,8 @@ def main() -> None:
     if scales[0] != 1:
         raise SystemExit("error: --scales must start at 1 (growth is measured against the 1x corpus)")
     with tempfile.TemporaryDirectory(prefix="bench-mine-") as tmp:
-        measured = [measure_scale(args, scale, Path(tmp)) for scale in scales]
+        base = _base_corpus(args.queries)[1]
+        measured = [measure_scale(args, base, scale, Path(tmp)) for scale in scales]
     first, last = measured[0], measured[-1]
     ours, theirs = last["embedforge"], last["sentence_transformers"]
     payload = {

@@ -39,7 +39,7 @@ def test_block_by_block_search_equals_the_flat_index(tmp_path, block_rows):
 def test_corpus_index_searches_in_blocks_only_past_the_memory_budget(tmp_path):
     path = tmp_path / "corpus.npy"
     np.save(path, _unit(3000, 256, 2))  # 3 MiB of vectors; 1 MiB holds 1024 of them
-    blocked = corpus_index(path, MineConfig(search_memory_mb=1))
+    blocked = corpus_index(path, MineConfig(search_memory_mb=1, use_gpu="never"))
     assert isinstance(blocked, BlockedExactSearch) and blocked.block_rows == 1024
     assert not isinstance(corpus_index(path, MineConfig(search_memory_mb=4)), BlockedExactSearch)
     assert not isinstance(corpus_index(path, MineConfig(search_memory_mb=1, index="hnsw")), BlockedExactSearch)

@@ -167,8 +167,9 @@ class MineConfig(Section):
     use_gpu: Literal["auto", "never"] = Field("auto", description="auto: GPU faiss when a GPU is visible")
     search_memory_mb: PositiveInt = Field(
         1024,
-        description="exact search: the most corpus vectors held in memory at once; a pool whose vectors need more is "
-        "searched block by block from its on-disk matrix (same results, memory bounded by this, not by the corpus)",
+        description="exact search on the CPU: the most corpus vectors held in memory at once; a pool whose vectors "
+        "need more is searched block by block from its on-disk matrix (same results, memory bounded by this, not by "
+        "the corpus); a GPU index holds its vectors in GPU memory",
     )
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
     sources: list[str] = Field(default_factory=list, description="data source names to mine; empty = all")

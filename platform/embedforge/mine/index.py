@@ -7,7 +7,7 @@ the GPUs (faiss-gpu). Vectors are added in chunks, so the caller can stream them
 `corpus_index` opens a pool's on-disk corpus matrix for search. An exact search whose vectors exceed
 `mine.search_memory_mb` reads the matrix block by block for every batch of queries (`BlockedExactSearch`) and
 merges each block's top-k, so its memory is bounded by the budget, not by the corpus; the results are a flat
-index's. IVF and HNSW indexes hold every vector in memory.
+index's. IVF and HNSW indexes hold every vector in memory; a GPU index holds them in GPU memory.
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ def gpu_count() -> int:
     return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
 
 
+def on_gpu(config: MineConfig) -> bool:
+    """Whether `build_index` puts the index on the GPUs (faiss has no GPU HNSW)."""
+    return config.use_gpu == "auto" and config.index != "hnsw" and gpu_count() > 0
+
+
 def build_index(vectors: np.ndarray, config: MineConfig) -> faiss.Index:
     """An inner-product index holding `vectors` (row i gets id i); `vectors` may be a memory map."""
     n, dim = vectors.shape
@@ -48,7 +53,7 @@ def build_index(vectors: np.ndarray, config: MineConfig) -> faiss.Index:
         sample = _training_sample(vectors, nlist * 256)
         index.train(sample)
         index.nprobe = min(config.ivf_nprobe, nlist)
-    if config.use_gpu == "auto" and config.index != "hnsw" and gpu_count() > 0:  # faiss has no GPU HNSW
+    if on_gpu(config):
         index = faiss.index_cpu_to_all_gpus(index)
     for start in range(0, n, ADD_CHUNK):
         index.add(np.ascontiguousarray(vectors[start : start + ADD_CHUNK], dtype=np.float32))
@@ -60,8 +65,7 @@ class BlockedExactSearch:
     time. Quacks like a faiss index for `search` (`ntotal`, `search(queries, k)`)."""
 
     def __init__(self, path: Path, block_rows: int) -> None:
-        n, dim = np.load(path, mmap_mode="r").shape
-        self.path, self.ntotal, self.d, self.block_rows = path, n, dim, max(1, block_rows)
+        self.path, self.ntotal, self.block_rows = path, len(np.load(path, mmap_mode="r")), max(1, block_rows)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         heap = faiss.ResultHeap(len(queries), k, keep_max=True)
@@ -75,19 +79,17 @@ class BlockedExactSearch:
 
 def read_rows(path: Path, rows: slice) -> np.ndarray:
     """A copy of `rows` of a `.npy` matrix; the file's pages are unmapped again when this returns."""
-    matrix = np.load(path, mmap_mode="r")
-    block = np.array(matrix[rows], dtype=np.float32)
-    del matrix
-    return block
+    return np.array(np.load(path, mmap_mode="r")[rows], dtype=np.float32)
 
 
 def corpus_index(path: Path, config: MineConfig) -> faiss.Index | BlockedExactSearch:
-    """The search structure over the corpus matrix at `path`: block by block when an exact search's vectors exceed
-    `config.search_memory_mb`, else an in-memory index (`build_index`)."""
+    """The search structure over the corpus matrix at `path`: block by block when an exact search on the CPU would
+    hold more than `config.search_memory_mb` of vectors, else `build_index` (a GPU index holds its vectors in GPU
+    memory, not the host's)."""
     vectors = np.load(path, mmap_mode="r")
     n, dim = vectors.shape
     budget_rows = config.search_memory_mb * 2**20 // (dim * 4)
-    if config.index == "exact" and n > budget_rows:
+    if config.index == "exact" and n > budget_rows and not on_gpu(config):
         log.info(
             "exact search over %d vectors in blocks of %d (search_memory_mb %d)",
             n,
