@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from embedforge.runs.store import is_remote, local_copy
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_PREFIX = "bundled:"
 
@@ -26,7 +28,10 @@ def models_dir() -> Path:
 
 
 def resolve_data_path(path: str, base: Path | None = None) -> Path:
-    """Relative data paths are taken against $EMBEDFORGE_DATA_DIR (or ../shared/data), or `base` if given."""
+    """Relative data paths are taken against $EMBEDFORGE_DATA_DIR (or ../shared/data), or `base` if given; a URI
+    (s3://, gs://) is copied to this node's scratch and read there."""
+    if is_remote(path):
+        return local_copy(path)
     p = Path(path).expanduser()
     if p.is_absolute():
         return p

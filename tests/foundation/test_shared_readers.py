@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import random
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from embedforge.data.beir import read_beir
 from embedforge.data.delimited import DataFormatError
-from embedforge.data.documents import read_documents
+from embedforge.data.documents import iter_documents, read_documents, sample_documents
 from embedforge.data.schema import ScoredPair
 from embedforge.data.shared import RECORD_TYPES, SHARED_DATASETS, get_shared, read_shared
 
@@ -160,3 +163,48 @@ def test_documents_from_jsonl_parquet_and_text_folder(tmp_path):
     (tmp_path / "docs.csv").write_text("x")
     with pytest.raises(ValueError, match=r"\.jsonl file, a \.parquet file or a folder"):
         read_documents(tmp_path / "docs.csv")
+
+
+def _write_collection(path, n, words=40):
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"passage {i} " + "word " * words}) + "\n")
+
+
+def test_sampled_documents_are_the_seeded_draw_in_collection_order(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    _write_collection(path, 500)
+    total, sample = sample_documents(path, 37, "0:documents")
+    everything = read_documents(path)
+    drawn = sorted(random.Random("0:documents").sample(range(500), 37))
+    assert total == 500
+    assert [d.doc_id for d in sample] == [everything[i].doc_id for i in drawn]
+    assert sample_documents(path, None, "0:documents") == (500, everything)
+    assert sample_documents(path, 900, "0:documents") == (500, everything)
+
+
+def _peak_bytes(fn):
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_sampling_a_collection_does_not_hold_it_in_memory(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    _write_collection(path, 10_000, words=300)  # passages of 1.5 KB, 15 MB in all
+    (total, sample), sampling = _peak_bytes(lambda: sample_documents(path, 10, "0:documents"))
+    everything, reading = _peak_bytes(lambda: read_documents(path))
+    assert (total, len(sample), len(everything)) == (10_000, 10, 10_000)
+    assert sampling < reading / 5  # the ids seen so far, not the documents
+
+
+def test_document_stream_fails_where_the_bad_record_is(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "text": "also fine"}\nnot json\n')
+    stream = iter_documents(path)
+    assert [next(stream).doc_id, next(stream).doc_id] == ["a", "b"]
+    with pytest.raises(ValueError, match=r"docs.jsonl:3: invalid JSON"):
+        next(stream)

@@ -1,5 +1,6 @@
-"""End to end: the pipeline with configs/tiny.yaml submitted with `ray job submit` to a local Ray head, then every
-stage's manifest, the exports and one served embedding checked; a second submission resumes (skips everything).
+"""End to end: the pipeline with configs/tiny.yaml submitted with `ray job submit` to a local Ray head, its run dir
+in object storage (a local S3 server, moto), then every stage's manifest, the exports and one served embedding
+checked; a second submission, with the job's scratch space wiped, resumes from the store alone (skips everything).
 
 The head here is this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so it
 can run beside the foundation's cluster test and other engineers' clusters; SIGTERM to it stops exactly it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +31,7 @@ from embedforge.pipeline.probe import base_url, embed
 from embedforge.pipeline.runner import read_pipeline
 from embedforge.pipeline.submit import submit_pipeline
 from embedforge.runs.stage import read_manifest
+from embedforge.runs.store import RunStore, staged
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = "configs/tiny.yaml"
@@ -93,11 +96,15 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def head(tmp_path_factory):
-    """A private Ray head with its dashboard on free ports; this venv first on PATH so jobs use its python."""
+def head(tmp_path_factory, s3_server):
+    """A private Ray head with its dashboard on free ports; this venv first on PATH so jobs use its python; its
+    processes reach the test S3 server and keep their mirrors in a scratch folder of their own."""
     prepare(bundled_models(load_config(REPO / TINY)))
+    logs = tmp_path_factory.mktemp("head")
     env = {
         **os.environ,
+        **s3_server,
+        "EMBEDFORGE_SCRATCH": str(logs / "scratch"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",  # the CLI must send the token the head (token in ~/.ray) requires
@@ -108,7 +115,6 @@ def head(tmp_path_factory):
         "RAY_raylet_start_wait_time_s": "120",
     }
     env.pop("RAY_ADDRESS", None)
-    logs = tmp_path_factory.mktemp("head")
     for attempt in range(3):
         started = _start_head(env, logs / f"ray-start-{attempt}.log")
         if started:
@@ -120,13 +126,33 @@ def head(tmp_path_factory):
     _stop(proc)
 
 
-def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
-    run_dir = tmp_path / "run"
+def test_tiny_pipeline_as_a_ray_job(head, s3_server, make_bucket, tmp_path, monkeypatch, capsys):
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("EMBEDFORGE_SCRATCH", str(tmp_path / "scratch"))  # not the job's: read what the store has
+    run_dir = f"{make_bucket()}/runs/tiny"
     code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0"], env=head.env)
     assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
 
     record = read_pipeline(run_dir)
-    assert record["status"] == "complete"
+    assert record["status"] == "complete" and record["run_dir"] == run_dir
+    stored = RunStore(run_dir).files()
+    assert any(name.startswith("train/ray/") and name.endswith("state.json") for name in stored)  # Ray Train's
+    assert record["steps"]["deploy"]["model"] == f"{run_dir}/train/export/merged"  # replicas copy it from there
+    with staged(run_dir) as local:
+        _check_run(local, record, capsys)
+
+    # submitted again with the job's scratch space gone: every stage finds its manifest complete in the store
+    shutil.rmtree(head.env["EMBEDFORGE_SCRATCH"])
+    code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0", "--skip", "deploy"], env=head.env)
+    assert code == 0
+    again = read_pipeline(run_dir)
+    for stage in STAGES:
+        assert again["steps"][stage]["status"] == "skipped (already complete)", stage
+
+
+def _check_run(run_dir: Path, record: dict, capsys) -> None:
+    """Every stage's manifest, the evaluation report, the exports and the served embedding of a finished run."""
     for stage in STAGES:
         manifest = read_manifest(run_dir / stage)
         assert manifest is not None and manifest["status"] == "complete", stage
@@ -153,7 +179,9 @@ def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
     served = np.asarray(embed(endpoint, config, ["Ray runs the whole pipeline as one job."])[0], dtype=np.float32)
     from embedforge.model import load_encoder
 
-    local = load_encoder(exports["merged"]["path"]).encode_documents(["Ray runs the whole pipeline as one job."])[0]
+    local = load_encoder(run_dir / "train" / "export" / "merged").encode_documents(
+        ["Ray runs the whole pipeline as one job."]
+    )[0]
     assert served.shape == local.shape
     assert float(served @ local) >= 0.999
     with urllib.request.urlopen(f"{base_url(endpoint)}/ready", timeout=60) as resp:
@@ -165,10 +193,3 @@ def test_tiny_pipeline_as_a_ray_job(head, tmp_path, capsys):
     shown = capsys.readouterr().out
     assert f"curl answered with a {served.shape[0]}-d embedding" in shown
     assert f"the openai client answered with a {served.shape[0]}-d embedding" in shown
-
-    # submitted again, every stage finds its manifest complete for the same config and skips
-    code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0", "--skip", "deploy"], env=head.env)
-    assert code == 0
-    again = read_pipeline(run_dir)
-    for stage in STAGES:
-        assert again["steps"][stage]["status"] == "skipped (already complete)", stage

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from embedforge.config import ConfigError, EmbedforgeConfig, load_config
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="config YAML (see configs/)")
-    parser.add_argument("--run-dir", required=True, type=Path, help="run directory for this stage's output")
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        help="run directory for this stage's output: a local path or a URI (s3://, gs://) read through pyarrow.fs",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",

@@ -25,7 +25,9 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 1
     from embedforge.evaluate.run import run_evaluate
+    from embedforge.runs.store import staged
 
-    manifest = run_evaluate(config, args.run_dir, args.models)
+    with staged(args.run_dir) as run_dir:
+        manifest = run_evaluate(config, run_dir, args.models)
     print(f"evaluate: report at {manifest['report']['markdown']}, ranking {manifest['ranking']}")
     return 0

@@ -20,7 +20,9 @@ def run(args: argparse.Namespace) -> int:
         print("mine: disabled in the config (mine.enabled: false); nothing to do")
         return 0
     from embedforge.mine.run import run_mine
+    from embedforge.runs.store import staged
 
-    manifest = run_mine(config, args.run_dir)
+    with staged(args.run_dir) as run_dir:
+        manifest = run_mine(config, run_dir)
     print(json.dumps({"stage": "mine", "run_dir": str(args.run_dir), "counts": manifest.get("counts", {})}))
     return 0

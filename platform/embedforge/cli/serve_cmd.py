@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 import time
-from pathlib import Path
 
 from embedforge.config import ConfigError
 
@@ -17,7 +16,9 @@ log = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="config YAML (its serve: section), or a model directory / bundled:NAME")
     parser.add_argument("--model", help="model to serve (overrides serve.model)")
-    parser.add_argument("--run-dir", type=Path, help="pipeline run directory: serves run_dir/train/model by default")
+    parser.add_argument(
+        "--run-dir", help="pipeline run directory (a path or an s3:// or gs:// URI): serves its train/model"
+    )
     parser.add_argument("--port", type=int, help="HTTP port (overrides serve.port; 0 picks a free one)")
     parser.add_argument(
         "--set",

@@ -27,9 +27,11 @@ def run(args: argparse.Namespace) -> int:
     if not config.synth.enabled:
         print("synth: disabled in the config (synth.enabled: false); nothing to do")
         return 0
+    from embedforge.runs.store import staged
     from embedforge.synth.run import run_synth
 
-    manifest = run_synth(config, args.run_dir)
+    with staged(args.run_dir) as run_dir:
+        manifest = run_synth(config, run_dir)
     summary = {k: manifest.get(k) for k in ("counts", "drops", "judge", "throughput", "heldout") if k in manifest}
     print(json.dumps({"stage": "synth", "run_dir": str(args.run_dir), **summary}))
     return 0

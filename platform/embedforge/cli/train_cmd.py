@@ -19,10 +19,12 @@ def run(args: argparse.Namespace) -> int:
     if not config.train.enabled:
         print("train: disabled in the config (train.enabled: false); nothing to do")
         return 0
+    from embedforge.runs.store import staged
     from embedforge.train.run import run_train
 
     try:
-        manifest = run_train(config, args.run_dir)
+        with staged(args.run_dir) as run_dir:
+            manifest = run_train(config, run_dir)
     except ValueError as err:
         print(f"train: {err}")
         return 1

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from embedforge.runs.store import RunStore, is_remote
+
 AUTO = "auto"
 FLOAT32 = "float32"
 
@@ -72,13 +74,19 @@ def usage(device: str, dtype: str) -> dict[str, Any]:
 def record_usage(folder: str | Path, device: str, dtype: str, peak_mb: float = 0.0) -> dict[str, Any]:
     """Write the calling worker's `usage` to `folder/<worker>.json` (replacing its earlier record) and return it.
 
-    The stage's folder is on the run's shared storage, where workers already write checkpoints and caches;
-    `peak_mb` adds memory that torch in this process does not see (a vLLM engine in its own process)."""
+    `folder` is the stage's usage folder (`StageRun.usage_location`): a local path, or a URI in the run's object
+    store, written there directly so a worker on any node reaches it; `peak_mb` adds memory that torch in this
+    process does not see (a vLLM engine in its own process)."""
     record = usage(device, dtype)
     record["peak_accelerator_memory_mb"] = max(record["peak_accelerator_memory_mb"], round(peak_mb, 1))
+    name = record["worker"].replace(":", "-")
+    if is_remote(folder):
+        store = RunStore(str(folder))
+        with store.fs.open_output_stream(f"{store.root}/{name}.json") as out:
+            out.write(json.dumps(record).encode())
+        return record
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    name = record["worker"].replace(":", "-")
     tmp = folder / f".{name}.json.tmp"
     tmp.write_text(json.dumps(record))
     tmp.replace(folder / f"{name}.json")

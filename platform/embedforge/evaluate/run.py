@@ -23,6 +23,7 @@ from embedforge.evaluate.registry import CONTAMINATED, build_task, selected_task
 from embedforge.evaluate.report import build_report, to_markdown, write_report
 from embedforge.evaluate.tasks import RerankingTask, RetrievalTask, Task
 from embedforge.runs.stage import USAGE, StageRun
+from embedforge.runs.store import store_of
 
 log = logging.getLogger(__name__)
 STAGE = "evaluate"
@@ -44,7 +45,8 @@ def model_references(config: EmbedforgeConfig, run_dir: Path, models: list[str] 
         if name == TRAINED:
             if not trained_model_dir(run_dir).is_dir():
                 raise FileNotFoundError(f"model 'trained': no trained model at {trained_model_dir(run_dir)}")
-            refs[name] = str(trained_model_dir(run_dir))
+            store = store_of(run_dir)  # a run in object storage: actors on any node copy the model from there
+            refs[name] = store.child("train/model") if store else str(trained_model_dir(run_dir))
         else:
             refs[name] = name
     return refs
@@ -71,7 +73,7 @@ def _slug(name: str) -> str:
 
 
 def usage_dir(stage_dir: Path, model: str) -> Path:
-    """Where the workers scoring `model` record their device, dtype and peak accelerator memory."""
+    """Where the workers scoring `model` record their device, dtype and peak accelerator memory (local)."""
     return stage_dir / USAGE / _slug(model)
 
 
@@ -124,13 +126,13 @@ class _Worker:
 
 
 def _evaluate_model(
-    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, stage_dir: Path, config_hash: str
+    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, stage: StageRun, config_hash: str
 ) -> dict[str, dict[str, Any]]:
     """Score `tasks` for one model with Ray actors, reusing results saved by an earlier attempt."""
     import ray
     from ray.util import ActorPool
 
-    folder = stage_dir / "results" / _slug(name)
+    folder = stage.dir / "results" / _slug(name)
     results: dict[str, dict[str, Any]] = {}
     todo = []
     for task in tasks:
@@ -153,7 +155,7 @@ def _evaluate_model(
             ev.batch_size,
             ev.seed,
             max(1, int(ev.cpus_per_worker)),
-            str(usage_dir(stage_dir, name)),
+            stage.usage_location(_slug(name)),
         )
         for _ in range(min(ev.concurrency, len(todo)))
     ]
@@ -240,8 +242,9 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     results = {}
     for name, ref in refs.items():
         t0 = time.time()
-        results[name] = _evaluate_model(name, ref, tasks, config, stage.dir, attempt)
+        results[name] = _evaluate_model(name, ref, tasks, config, stage, attempt)
         stage.time(f"model:{name}", time.time() - t0)
+    stage.collect_usage()
     usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in refs}
     report = build_report(results, ev.baseline_for_deltas, provenance, contamination, usage)
     paths = write_report(report, stage.dir)

@@ -186,7 +186,7 @@ class _Miner:
     def open_pairwise(self) -> None:
         from embedforge.mine.rerank_stage import PairScorerPool
 
-        usage = str(self.stage.usage_dir)
+        usage = self.stage.usage_location()
         self.pair_pools = [PairScorerPool(t, usage) for t in self.config.mine.teachers if t.kind in PAIRWISE_KINDS]
 
     def close(self) -> None:
@@ -205,7 +205,7 @@ class _Miner:
             for request in _embed_requests(pool)
         ]
         for teacher in (t for t in self.config.mine.teachers if t.kind in DENSE_KINDS):
-            n = embed_into_cache(requests, teacher, self.root, str(self.stage.usage_dir))
+            n = embed_into_cache(requests, teacher, self.root, self.stage.usage_location())
             log.info("%d sources: %s encoded %d new texts", len(plans), teacher.model, n)
         self.stage.time("embed", time.time() - started)
 

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 
 from embedforge.paths import BUNDLED_PREFIX, models_dir
+from embedforge.runs.store import is_remote, local_copy
 
 log = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -142,7 +143,10 @@ def prepare(names: list[str] | None = None, force: bool = False) -> dict[str, Pa
 
 
 def resolve_model(ref: str) -> Path:
-    """Turn `bundled:NAME` into its prepared folder, anything else into a path; fail clearly if missing."""
+    """Turn `bundled:NAME` into its prepared folder, a URI (s3://, gs://) into its copy on this node, anything
+    else into a path; fail clearly if missing."""
+    if is_remote(ref):
+        return local_copy(ref)
     if ref.startswith(BUNDLED_PREFIX):
         name = ref[len(BUNDLED_PREFIX) :]
         if name not in BUNDLED:

@@ -19,6 +19,7 @@ from embedforge.config import EmbedforgeConfig, config_hash
 from embedforge.pipeline.resources import shortfalls, stage_gpus
 from embedforge.pipeline.steps import Step, default_steps
 from embedforge.runs.stage import git_revision, package_versions, read_manifest
+from embedforge.runs.store import is_remote, staged
 
 log = logging.getLogger(__name__)
 PIPELINE_JSON = "pipeline.json"
@@ -30,8 +31,12 @@ class PipelineError(RuntimeError):
 
 
 def read_pipeline(run_dir: str | Path) -> dict[str, Any] | None:
-    path = Path(run_dir) / PIPELINE_JSON
-    return json.loads(path.read_text()) if path.is_file() else None
+    """A run's pipeline.json (from its store when `run_dir` is a URI); None before any pipeline ran there."""
+    if not is_remote(run_dir):
+        path = Path(run_dir) / PIPELINE_JSON
+        return json.loads(path.read_text()) if path.is_file() else None
+    with staged(run_dir) as local:
+        return read_pipeline(local)
 
 
 def _write(run_dir: Path, record: dict[str, Any]) -> None:
@@ -85,49 +90,60 @@ def run_pipeline(
     unknown = sorted(set(skip) - {s.name for s in steps})
     if unknown:
         raise ValueError(f"unknown step(s) to skip {unknown}; steps are {[s.name for s in steps]}")
-    run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     record: dict[str, Any] = {
         "name": config.name,
         "config_source": config_source,
         "config_hash": config_hash(config),
-        "run_dir": str(run_dir),
+        "run_dir": str(run_dir) if is_remote(run_dir) else str(Path(run_dir).resolve()),
         "status": "running",
         "started_at": started,
         "git_revision": git_revision(),
         "package_versions": package_versions(),
         "steps": {},
     }
-    _write(run_dir, record)
-    _preflight(config)
     active = [s for s in steps if s.enabled(config) and s.name not in skip]
     for step in steps:  # every step listed in order from the start: pending until it runs
         status = "pending" if step in active else "skipped by request" if step.name in skip else "disabled"
         record["steps"][step.name] = {"status": status}
+    with staged(run_dir) as local:
+        _write(local, record)
+    _preflight(config)
     for number, step in enumerate(active, 1):
         _banner(f"[{number}/{len(active)}] {step.name}: {step.title}")
-        before = _finished_at(run_dir, step.name)
-        t0 = time.perf_counter()
-        try:
-            result = step.run(config, run_dir)
-        except Exception as err:
-            seconds = time.perf_counter() - t0
-            record["steps"][step.name] = {"status": "failed", "seconds": round(seconds, 3), "error": repr(err)}
-            record.update(status="failed", failed_step=step.name, finished_at=time.time())
-            _write(run_dir, record)
-            log.error("step %s failed after %.1fs: %r", step.name, seconds, err)
-            raise PipelineError(f"pipeline step {step.name!r} failed: {err}") from err
-        seconds = time.perf_counter() - t0
-        after = _finished_at(run_dir, step.name)
-        status = "skipped (already complete)" if before is not None and before == after else "complete"
-        summary = _summary(run_dir, step.name, result)
-        record["steps"][step.name] = {"status": status, "seconds": round(seconds, 3), **summary}
-        _write(run_dir, record)
-        log.info("[%d/%d] %s %s in %.1fs", number, len(active), step.name, status, seconds)
+        # each step in a run dir of its own: a run dir in object storage is pulled before and pushed after it
+        with staged(run_dir) as local:
+            _run_step(config, local, step, record)
+        log.info("[%d/%d] %s %s in %.1fs", number, len(active), step.name, *_outcome(record, step.name))
     record.update(status="complete", finished_at=time.time(), seconds=round(time.time() - started, 3))
-    _write(run_dir, record)
-    _banner(f"pipeline {config.name} complete in {record['seconds']:.1f}s; record at {run_dir / PIPELINE_JSON}")
+    with staged(run_dir) as local:
+        _write(local, record)
+    _banner(f"pipeline {config.name} complete in {record['seconds']:.1f}s; record at {run_dir}/{PIPELINE_JSON}")
     for name, info in record["steps"].items():
         log.info("  %-9s %-28s %s", name, info["status"], f"{info['seconds']:.1f}s" if "seconds" in info else "")
     return record
+
+
+def _outcome(record: dict[str, Any], step: str) -> tuple[str, float]:
+    return record["steps"][step]["status"], record["steps"][step]["seconds"]
+
+
+def _run_step(config: EmbedforgeConfig, run_dir: Path, step: Step, record: dict[str, Any]) -> None:
+    """Run one step in the local `run_dir`, recording its outcome in `record` and run_dir/pipeline.json."""
+    before = _finished_at(run_dir, step.name)
+    t0 = time.perf_counter()
+    try:
+        result = step.run(config, run_dir)
+    except Exception as err:
+        seconds = time.perf_counter() - t0
+        record["steps"][step.name] = {"status": "failed", "seconds": round(seconds, 3), "error": repr(err)}
+        record.update(status="failed", failed_step=step.name, finished_at=time.time())
+        _write(run_dir, record)
+        log.error("step %s failed after %.1fs: %r", step.name, seconds, err)
+        raise PipelineError(f"pipeline step {step.name!r} failed: {err}") from err
+    seconds = time.perf_counter() - t0
+    after = _finished_at(run_dir, step.name)
+    status = "skipped (already complete)" if before is not None and before == after else "complete"
+    summary = _summary(run_dir, step.name, result)
+    record["steps"][step.name] = {"status": status, "seconds": round(seconds, 3), **summary}
+    _write(run_dir, record)

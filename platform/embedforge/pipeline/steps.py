@@ -19,6 +19,7 @@ from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
 from embedforge.pipeline.deploy_guard import DeployDecision, decide
 from embedforge.pipeline.probe import probe_endpoint
+from embedforge.runs.store import store_of
 
 EXPORT_FORMATS = ("merged", "sentence_transformers")
 log = logging.getLogger(__name__)
@@ -57,8 +58,10 @@ def export_dir(run_dir: Path, fmt: str) -> Path:
 
 
 def served_model(config: EmbedforgeConfig, run_dir: Path) -> str:
-    """`serve.model` when the config names one, else the pipeline's merged export (loads without peft)."""
-    return config.serve.model or str(export_dir(run_dir, "merged"))
+    """`serve.model` when the config names one, else the pipeline's merged export (loads without peft); in the
+    run's object store when it has one, so replicas on any node copy it from there."""
+    store = store_of(run_dir)
+    return config.serve.model or (store.child("train/export/merged") if store else str(export_dir(run_dir, "merged")))
 
 
 def _trains(config: EmbedforgeConfig) -> bool:

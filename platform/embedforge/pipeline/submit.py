@@ -19,23 +19,26 @@ from pathlib import Path
 
 from embedforge.cluster.local import _ray_bin
 from embedforge.paths import REPO_ROOT
+from embedforge.runs.store import is_remote
 
 log = logging.getLogger(__name__)
 TRANSIENT = ("No available agent", "Connection aborted", "RemoteDisconnected")
 
 
 def pipeline_command(
-    address: str, config_path: str, run_dir: Path, extra_args: Sequence[str], submission_id: str
+    address: str, config_path: str, run_dir: str | Path, extra_args: Sequence[str], submission_id: str
 ) -> list[str]:
-    """`ray job submit --no-wait`: the repository as working dir, this venv's python as the job's driver."""
+    """`ray job submit --no-wait`: the repository as working dir, this venv's python as the job's driver; a local
+    run dir is made absolute, a URI (s3://, gs://) is passed as it is."""
+    run_dir = str(run_dir) if is_remote(run_dir) else str(Path(run_dir).resolve())
     return [
         _ray_bin(), "job", "submit", "--no-wait",
         "--address", address,
         "--working-dir", str(REPO_ROOT),
         "--submission-id", submission_id,
-        "--metadata-json", json.dumps({"embedforge_config": config_path, "run_dir": str(Path(run_dir).resolve())}),
+        "--metadata-json", json.dumps({"embedforge_config": config_path, "run_dir": run_dir}),
         "--",
-        sys.executable, "jobs/pipeline.py", config_path, "--run-dir", str(Path(run_dir).resolve()),
+        sys.executable, "jobs/pipeline.py", config_path, "--run-dir", run_dir,
         *extra_args,
     ]  # fmt: skip
 
@@ -60,7 +63,7 @@ def job_status(address: str, submission_id: str, env: dict[str, str] | None = No
 def submit_pipeline(
     address: str,
     config_path: str,
-    run_dir: Path,
+    run_dir: str | Path,
     extra_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     ready_wait_s: float = 180.0,

@@ -17,6 +17,7 @@ from typing import Any
 
 from embedforge.cluster.device import read_usage, stage_usage
 from embedforge.data.io import read_parquet, write_parquet
+from embedforge.runs.store import store_of
 
 MANIFEST = "manifest.json"
 USAGE = "usage"  # workers' device records (embedforge.cluster.device.record_usage)
@@ -73,6 +74,7 @@ class StageRun:
         inputs: dict[str, str | Path] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir).resolve()
+        self.store = store_of(self.run_dir)  # the object store this run dir mirrors, if any (runs.store)
         self.stage = stage
         self.dir = self.run_dir / stage
         self.data_dir = self.dir / "data"
@@ -126,8 +128,20 @@ class StageRun:
 
     @property
     def usage_dir(self) -> Path:
-        """Where this stage's workers record their device, dtype and peak accelerator memory."""
+        """Where this stage's workers record their device, dtype and peak accelerator memory (local)."""
         return self.dir / USAGE
+
+    def usage_location(self, *parts: str) -> str:
+        """The folder to hand to workers for their usage records: in the run's store when the run dir mirrors
+        one (a worker on another node writes there directly), else the local usage folder."""
+        if self.store is not None:
+            return self.store.child("/".join([self.stage, USAGE, *parts]))
+        return str(self.usage_dir.joinpath(*parts))
+
+    def collect_usage(self) -> None:
+        """Bring the records workers wrote to the run's store into the local usage folder (none: nothing to do)."""
+        if self.store is not None:
+            self.store.pull(self.usage_dir, f"{self.stage}/{USAGE}")
 
     # -- manifest -------------------------------------------------------------------------------------------
     def time(self, name: str, seconds: float) -> None:
@@ -159,6 +173,7 @@ class StageRun:
     ) -> dict[str, Any]:
         finished = time.time()
         self.time("total", finished - self._started)
+        self.collect_usage()
         payload = self._payload(
             "complete",
             finished_at=finished,

@@ -29,6 +29,7 @@ from ray.serve import Application
 
 from embedforge.config import EmbedforgeConfig, load_config
 from embedforge.config.serve import ServeConfig
+from embedforge.runs.store import RunStore, is_remote
 from embedforge.serve.app import EmbeddingDeployment
 from embedforge.serve.auth import digests_from_env, digests_from_file
 from embedforge.serve.gateway import GATEWAY_MAX_ONGOING_REQUESTS, EmbeddingGateway
@@ -41,17 +42,23 @@ def serve_section(config: EmbedforgeConfig | ServeConfig) -> ServeConfig:
     return config.serve if isinstance(config, EmbedforgeConfig) else config
 
 
-def resolve_model(config: EmbedforgeConfig | ServeConfig, model: str | None, run_dir: Path | None) -> str:
-    """The model to serve: the argument, else `serve.model`, else the trained model under `run_dir`."""
+def resolve_model(config: EmbedforgeConfig | ServeConfig, model: str | None, run_dir: str | Path | None) -> str:
+    """The model to serve: the argument, else `serve.model`, else the trained model under `run_dir`. A model in
+    object storage stays a URI: each replica copies it to its own node."""
     ref = model or serve_section(config).model
     if ref is None:
         if run_dir is None:
             raise ValueError("no model to serve: pass a model, set serve.model, or give the run directory")
-        trained = Path(run_dir) / "train" / "model"
-        if not trained.is_dir():
-            raise ValueError(f"no trained model at {trained}: run `embedforge train` first or pass a model")
-        ref = str(trained)
-    if ref.startswith(("bundled:", "http://", "https://")):
+        if is_remote(run_dir):
+            ref = RunStore(str(run_dir)).child("train/model")
+            if not RunStore(ref).files():
+                raise ValueError(f"no trained model at {ref}: run `embedforge train` first or pass a model")
+        else:
+            trained = Path(run_dir) / "train" / "model"
+            if not trained.is_dir():
+                raise ValueError(f"no trained model at {trained}: run `embedforge train` first or pass a model")
+            ref = str(trained)
+    if ref.startswith(("bundled:", "http://", "https://")) or is_remote(ref):
         return ref
     path = Path(ref).expanduser().resolve()
     if not path.exists():
@@ -120,7 +127,7 @@ def app_builder(args: dict[str, Any]) -> Application:
     if "config" not in args:
         raise ValueError("Serve config args need `config`: the embedforge config YAML path")
     config = load_config(args["config"], list(args.get("set", [])))
-    run_dir = Path(args["run_dir"]) if args.get("run_dir") else None
+    run_dir = args.get("run_dir") or None
     return build_app(config, resolve_model(config, args.get("model"), run_dir))
 
 
@@ -157,7 +164,7 @@ def deploy(
     config: EmbedforgeConfig | ServeConfig,
     model: str | None = None,
     *,
-    run_dir: Path | None = None,
+    run_dir: str | Path | None = None,
     port: int | None = None,
     wait_ready_s: float = 300.0,
 ) -> str:

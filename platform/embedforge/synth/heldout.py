@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from embedforge.data.beir import QRELS_HEADER
@@ -20,8 +21,9 @@ def is_heldout(doc_id: str, seed: int, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
-def write_beir(folder: Path, corpus: list[CorpusDocument], queries: list[Query], relevant: dict[str, str]) -> None:
-    """`corpus.jsonl`, `queries.jsonl` and `qrels/test.tsv` (with header); `relevant` maps query id -> doc id."""
+def write_beir(folder: Path, corpus: Iterable[CorpusDocument], queries: list[Query], relevant: dict[str, str]) -> None:
+    """`corpus.jsonl` (written as `corpus` streams in), `queries.jsonl` and `qrels/test.tsv` (with header);
+    `relevant` maps query id -> doc id."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     with (folder / "corpus.jsonl").open("w", encoding="utf-8") as fh:
         for d in corpus:

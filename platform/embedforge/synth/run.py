@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import os
-import random
 import shutil
 import time
 from collections import Counter
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
-from embedforge.data.documents import read_documents
+from embedforge.data.documents import iter_documents, sample_documents
 from embedforge.data.schema import CorpusDocument, Query, TrainingExample
 from embedforge.evaluate.registry import HELDOUT_TASK_FILE
 from embedforge.paths import resolve_data_path
@@ -64,7 +63,7 @@ def _write_json(path: Path, payload: Any) -> None:
     tmp.replace(path)
 
 
-def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: Path) -> Iterator[dict[str, Any]]:
+def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: str) -> Iterator[dict[str, Any]]:
     """Stream worker output rows, in input order, from Ray Data over an actor pool of vLLM engines, which record
     where they ran in `usage_dir`."""
     import ray
@@ -84,7 +83,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: P
             "engine": engine,
             "judge": judge_settings,
             "limits": limits_of(config.synth),
-            "usage_dir": str(usage_dir),
+            "usage_dir": usage_dir,
         },
         batch_size=gen.prompts_per_call,
         compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
@@ -97,7 +96,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: P
         ctx.execution_options.preserve_order = previous_order
 
 
-def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: Path) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: str) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Step 1, cached in work/tasks.json: task definitions per family plus brainstorm drops by reason."""
     cache = work / "tasks.json"
     if cache.is_file():
@@ -132,14 +131,11 @@ def _brainstorm(config: EmbedforgeConfig, work: Path, usage_dir: Path) -> tuple[
     return tasks, dict(drops)
 
 
-def _documents(config: EmbedforgeConfig) -> tuple[list[CorpusDocument], list[CorpusDocument]]:
-    """(the whole collection, the documents prompted): a seed-stable sample of `max_documents`, in corpus order."""
-    docs = read_documents(resolve_data_path(str(config.synth.documents)))
-    limit = config.synth.max_documents
-    if not limit or limit >= len(docs):
-        return docs, docs
-    picked = sorted(random.Random(f"{config.seed}:documents").sample(range(len(docs)), limit))
-    return docs, [docs[i] for i in picked]
+def _documents(config: EmbedforgeConfig) -> tuple[Path, int, list[CorpusDocument]]:
+    """(the collection's path, its size, the documents prompted): a seed-stable sample of `max_documents`."""
+    path = resolve_data_path(str(config.synth.documents))
+    total, prompted = sample_documents(path, config.synth.max_documents, f"{config.seed}:documents")
+    return path, total, prompted
 
 
 class _ShardWriter:
@@ -229,21 +225,20 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
 
     connect()
     started = time.time()
-    collection: list[CorpusDocument] = []
     drops: dict[str, int] = {}
     if synth.documents:
-        collection, prompted = _documents(config)
+        collection, collection_size, prompted = _documents(config)
         plan_rows = query_rows if synth.writes_queries else grounded_rows
         rows = plan_rows(synth, config.seed, prompted)
         log.info(
             "synth: corpus-grounded (%s), %d of %d documents from %s",
             synth.grounded_mode,
             len(prompted),
-            len(collection),
+            collection_size,
             synth.documents,
         )
     else:
-        tasks, drops = _brainstorm(config, work, stage.usage_dir)
+        tasks, drops = _brainstorm(config, work, stage.usage_location())
         rows = example_rows(synth, config.seed, tasks)
     stage.time("plan", time.time() - started)
     shards = assign_shards(rows, synth.shard_size)
@@ -269,7 +264,7 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if pending:
         buffer: dict[int, list[dict[str, Any]]] = {}
         prompts = tokens = 0
-        for row in _generate(config, [r for s in pending for r in shards[s]], stage.usage_dir):
+        for row in _generate(config, [r for s in pending for r in shards[s]], stage.usage_location()):
             shard = int(row["shard"])
             buffer.setdefault(shard, []).append(row)
             if len(buffer[shard]) < len(shards[shard]):
@@ -299,10 +294,10 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if synth.documents:
         queries = [Query(h["query_id"], h["text"]) for st in all_stats for h in st["heldout"]]
         relevant = {h["query_id"]: h["doc_id"] for st in all_stats for h in st["heldout"]}
-        write_beir(heldout_dir, collection, queries, relevant)
+        write_beir(heldout_dir, iter_documents(collection), queries, relevant)
         # scored with the instruction its siblings were trained with (evaluate.registry reads it)
         _write_json(heldout_dir / HELDOUT_TASK_FILE, {"instruction": synth.documents_instruction})
-        extra["heldout"] = {"dir": str(heldout_dir), "queries": len(queries), "corpus": len(collection)}
+        extra["heldout"] = {"dir": str(heldout_dir), "queries": len(queries), "corpus": collection_size}
     png = plot(all_stats, stage.dir / "report.png", f"synth: {synth.generator.model}")
     new_tokens = sum(st["counts"]["output_tokens"] + st["counts"]["judge_tokens"] for st in new_stats)
     new_prompts = sum(st["counts"]["prompts"] for st in new_stats)

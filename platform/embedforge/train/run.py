@@ -53,8 +53,12 @@ def _inputs(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Path]:
     return inputs
 
 
-def make_trainer(config: EmbedforgeConfig, out_dir: Path, config_hash: str, examples: dict) -> Any:
-    """The `TorchTrainer` for `config`, writing checkpoints and metrics under `out_dir`."""
+def make_trainer(
+    config: EmbedforgeConfig, out_dir: Path, config_hash: str, examples: dict, store: str | None = None
+) -> Any:
+    """The `TorchTrainer` for `config`, writing checkpoints and metrics under `out_dir`; with `store` (the train
+    stage's folder in the run's object store) Ray Train keeps its checkpoints there and the workers publish their
+    metrics and usage records there, so workers on any node reach the same run."""
     import ray.data
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -72,6 +76,7 @@ def make_trainer(config: EmbedforgeConfig, out_dir: Path, config_hash: str, exam
             "config": config.model_dump(mode="json"),
             "config_hash": config_hash,
             "out_dir": str(out_dir),
+            "store": store,
             "threads": max(1, int(train.cpus_per_worker)),
         },
         torch_config=TorchConfig(backend=backend),
@@ -80,7 +85,7 @@ def make_trainer(config: EmbedforgeConfig, out_dir: Path, config_hash: str, exam
         ),
         run_config=RunConfig(
             name=f"train-{config_hash}",
-            storage_path=str(out_dir / RAY_DIR),
+            storage_path=f"{store}/{RAY_DIR}" if store else str(out_dir / RAY_DIR),
             failure_config=FailureConfig(max_failures=train.max_failures),
             # selection scores every checkpoint of the run; otherwise the last two are enough to resume
             checkpoint_config=CheckpointConfig(num_to_keep=None if train.select_checkpoint else 2),
@@ -116,13 +121,15 @@ def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> d
     return paths
 
 
-def _clear_stale(out_dir: Path, digest: str) -> None:
-    """Metrics and attempts of a run with another config must not mix with this one's (checkpoints are kept:
-    each carries its config hash and only matching ones are resumed)."""
-    previous = read_manifest(out_dir)
+def _clear_stale(stage: StageRun, digest: str) -> None:
+    """Metrics and attempts of a run with another config must not mix with this one's, here or in the run's store
+    where workers read them (checkpoints are kept: each carries its config hash and only matching ones resume)."""
+    previous = read_manifest(stage.dir)
     if previous is not None and previous.get("config_hash") != digest:
         for name in (METRICS_CSV, ATTEMPTS):
-            (out_dir / name).unlink(missing_ok=True)
+            (stage.dir / name).unlink(missing_ok=True)
+            if stage.store is not None:
+                stage.store.delete(f"{STAGE}/{name}")
 
 
 def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
@@ -149,13 +156,17 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
             st.name, config.train.global_batch(st), st.batch_size, config.train.num_workers,
         )  # fmt: skip
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
-    _clear_stale(stage.dir, digest)
+    _clear_stale(stage, digest)
     stage.start()
     resume = latest_checkpoint(stage.dir / RAY_DIR, digest)
     if resume is not None:  # the workers load it (worker._restore): Ray Train 2 has no resume_from_checkpoint
         log.info("train: resuming from %s", resume)
-    trainer = make_trainer(config, stage.dir, digest, examples)
+    store = stage.store.child(STAGE) if stage.store else None
+    trainer = make_trainer(config, stage.dir, digest, examples, store)
     result = trainer.fit()
+    if stage.store is not None:  # the checkpoints, metrics and usage records the workers left in the store
+        stage.store.pull(stage.dir / RAY_DIR, f"{STAGE}/{RAY_DIR}", exact=True)
+        stage.store.pull(stage.dir, STAGE)
     stage.time("fit", trainer_seconds(stage.dir))
     if result.checkpoint is None:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")

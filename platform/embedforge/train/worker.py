@@ -31,6 +31,7 @@ from embedforge.data.schema import TrainingExample
 from embedforge.logs import configure_worker_logging
 from embedforge.model import load_embedder
 from embedforge.runs.stage import USAGE
+from embedforge.runs.store import RunStore
 from embedforge.train.batching import Batch, in_plan_order, plan_stages
 from embedforge.train.checkpoint import (
     TrainState,
@@ -109,8 +110,13 @@ def _world_pids(rank: int, world: int) -> list[int]:
     return pids
 
 
-def _restore(checkpoint: ray.train.Checkpoint | None, out_dir: Path, config_hash: str) -> Path | None:
-    """A local copy of the newest checkpoint: Ray Train's, or a newer one already persisted in storage."""
+def _restore(
+    checkpoint: ray.train.Checkpoint | None, out_dir: Path, config_hash: str, store: RunStore | None
+) -> Path | None:
+    """A local copy of the newest checkpoint: Ray Train's, or a newer one already persisted in storage (the run's
+    object store when it has one, pulled onto this worker's node)."""
+    if store is not None:
+        store.pull(out_dir / RAY_DIR, RAY_DIR)
     local = None
     if checkpoint is not None:
         local = Path(tempfile.mkdtemp(prefix="embedforge-resume-"))
@@ -173,6 +179,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     config = EmbedforgeConfig.model_validate(loop_config["config"])
     train, config_hash = config.train, loop_config["config_hash"]
     out_dir = Path(loop_config["out_dir"])
+    store = RunStore(loop_config["store"]) if loop_config.get("store") else None
+    usage_location = f"{store.uri}/{USAGE}" if store else str(out_dir / USAGE)
     torch.set_num_threads(int(loop_config.get("threads", 1)))
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -198,7 +206,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         load_teacher(config, device),
     )
 
-    resume_dir = _restore(ray.train.get_checkpoint(), out_dir, config_hash)
+    resume_dir = _restore(ray.train.get_checkpoint(), out_dir, config_hash, store)
     state = read_state(resume_dir) if resume_dir else None
     if resume_dir:
         load_weights(resume_dir, embedder)
@@ -207,6 +215,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     attempt = 1
     if rank == 0:
         attempts = out_dir / ATTEMPTS
+        if store is not None:  # the records of earlier attempts, maybe made on another node
+            for name in (ATTEMPTS, METRICS_CSV):
+                store.pull(out_dir / name, name)
         attempt = 1 + (len(attempts.read_text().splitlines()) if attempts.exists() else 0)
         with attempts.open("a") as f:
             f.write(json.dumps({"attempt": attempt, "resumed_from": global_step, "pids": pids, "time": time.time()}))
@@ -265,9 +276,12 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 )
                 checkpoint = ray.train.Checkpoint.from_directory(str(tmp))
             if checkpoint_step:  # every rank: where it trained, in which precision, at what memory peak
-                record_usage(out_dir / USAGE, device.type, "bfloat16" if runner.bf16 else model_dtype(embedder))
+                record_usage(usage_location, device.type, "bfloat16" if runner.bf16 else model_dtype(embedder))
             if rank == 0:
                 append_row(out_dir / METRICS_CSV, metrics)
+                if store is not None and checkpoint_step:  # the driver reads them from the store after fit
+                    for name in (METRICS_CSV, ATTEMPTS):
+                        store.put(out_dir / name, name)
                 progress.update(global_step, metrics)
             # Ray Train holds one unconsumed report and its controller takes it every 2 s, so reporting every step
             # stalls steps shorter than that (79 % overhead on the tiny model, git log): every rank reports
