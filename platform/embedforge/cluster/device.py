@@ -81,9 +81,7 @@ def record_usage(folder: str | Path, device: str, dtype: str, peak_mb: float = 0
     record["peak_accelerator_memory_mb"] = max(record["peak_accelerator_memory_mb"], round(peak_mb, 1))
     name = record["worker"].replace(":", "-")
     if is_remote(folder):
-        store = RunStore(str(folder))
-        with store.fs.open_output_stream(f"{store.root}/{name}.json") as out:
-            out.write(json.dumps(record).encode())
+        RunStore(str(folder)).write_bytes(f"{name}.json", json.dumps(record).encode())
         return record
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -80,11 +80,14 @@ class RunStore:
                 out[item.path[len(base) + 1 :]] = (item.size, item.mtime.timestamp() if item.mtime else 0.0)
         return out
 
-    def pull(self, local: Path, sub: str = "", exact: bool = False) -> int:
+    def pull(
+        self, local: Path, sub: str = "", exact: bool = False, remote: dict[str, tuple[int, float]] | None = None
+    ) -> int:
         """Copy what `sub` in the store holds newer or more of into `local` (a folder, or a file for a file);
-        `exact` also deletes the local files the store does not have. Returns the number of files copied."""
+        `exact` also deletes the local files the store does not have; `remote` is `files(sub)` when the caller
+        listed it already. Returns the number of files copied."""
         copied = 0
-        remote = self.files(sub)
+        remote = self.files(sub) if remote is None else remote
         if exact and local.is_dir():
             for path in [p for p in local.rglob("*") if p.is_file()]:
                 if str(path.relative_to(local)) not in remote:
@@ -107,6 +110,11 @@ class RunStore:
         """Upload one local file to `rel` under the store's folder."""
         with path.open("rb") as src, self.fs.open_output_stream(self._remote(rel)) as dst:
             shutil.copyfileobj(src, dst, _COPY_CHUNK)
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write `data` as the file `rel` under the store's folder."""
+        with self.fs.open_output_stream(self._remote(rel)) as dst:
+            dst.write(data)
 
     def delete(self, rel: str) -> None:
         """Remove one file from the store, if it is there."""
@@ -164,8 +172,9 @@ def staged(run_dir: str | Path) -> Iterator[Path]:
         return
     store = RunStore(str(run_dir))
     local = mirror_of(store.uri)
-    present = set(store.files())
-    pulled = store.pull(local)
+    listing = store.files()
+    present = set(listing)
+    pulled = store.pull(local, remote=listing)
     log.info("run dir %s: mirror %s, %d file(s) pulled", store.uri, local, pulled)
     try:
         yield local

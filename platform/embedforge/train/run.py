@@ -164,9 +164,10 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     store = stage.store.child(STAGE) if stage.store else None
     trainer = make_trainer(config, stage.dir, digest, examples, store)
     result = trainer.fit()
-    if stage.store is not None:  # the checkpoints, metrics and usage records the workers left in the store
+    if stage.store is not None:  # the checkpoints and metrics the workers left in the store (usage: complete())
         stage.store.pull(stage.dir / RAY_DIR, f"{STAGE}/{RAY_DIR}", exact=True)
-        stage.store.pull(stage.dir, STAGE)
+        for name in (METRICS_CSV, ATTEMPTS):
+            stage.store.pull(stage.dir / name, f"{STAGE}/{name}")
     stage.time("fit", trainer_seconds(stage.dir))
     if result.checkpoint is None:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
