@@ -66,7 +66,8 @@ def test_usage_records_on_the_cpu_and_their_stage_summary(tmp_path) -> None:
     }
     record_usage(tmp_path / "usage", "cpu", "float32")  # the same worker again: still one record
     assert len(read_usage(tmp_path / "usage")) == 1
-    other = {**record, "worker": "gpu-node:7", "device": "cuda", "device_count": 1, "dtype": "bfloat16"}
+    assert "node" in record  # the Ray node (None outside Ray)
+    other = {**record, "worker": "gpu-node:7", "node": "a1", "device": "cuda", "device_count": 1, "dtype": "bfloat16"}
     summary = stage_usage([*read_usage(tmp_path / "usage"), {**other, "peak_accelerator_memory_mb": 512.0}])
     assert summary == {
         "device": "mixed",
@@ -74,5 +75,6 @@ def test_usage_records_on_the_cpu_and_their_stage_summary(tmp_path) -> None:
         "dtype": "bfloat16,float32",
         "peak_accelerator_memory_mb": 512.0,
         "workers": 2,
+        "nodes": 2,
     }
     assert stage_usage([])["device"] == "none"

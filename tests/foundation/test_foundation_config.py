@@ -61,6 +61,8 @@ BAD = [
     ("unknown task type", "data.sources.1.task_type", "translation", "'translation'"),
     ("lora dropout 1", "model.lora.dropout", 1.0, "less than 1"),
     ("negative cpus", "resources.num_cpus", -2, "greater than 0"),
+    ("GPUs as a custom resource", "train.resources", {"GPU": 1.0}, "['GPU'] are Ray's own resources"),
+    ("zero custom resource", "serve.resources", {"learn_node": 0.0}, "must be > 0: ['learn_node']"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embedforge.embeddings.cache import KEY_BYTES, EmbeddingCache, encoder_identity, text_key
+from embedforge.embeddings.cache import KEY_BYTES, EmbeddingCache, encoder_identity, pull_published, text_key
 
 
 def _vectors(n: int, dim: int = 4, seed: int = 0) -> np.ndarray:
@@ -58,3 +58,24 @@ def test_rewriting_the_same_batch_adds_no_shard_and_missing_texts_are_named(tmp_
         cache.get(["a", "zzz"])
     with pytest.raises(ValueError, match="2 texts but 1 vectors"):
         cache.put(["c", "d"], _vectors(1))
+
+
+def test_published_shards_reach_another_nodes_cache_and_half_published_ones_wait(s3_bucket, tmp_path):
+    from embedforge.runs.store import RunStore
+
+    uri = f"{s3_bucket}/run/embeddings"
+    writer = EmbeddingCache(tmp_path / "node-a", "minilm|document")
+    first = writer.put(["alpha", "beta"], np.arange(6, dtype=np.float32).reshape(2, 3))
+    writer.publish(first, uri)
+    second = writer.put(["gamma"], np.full((1, 3), 7.0, dtype=np.float32))
+    # a shard whose vectors arrived but whose keys did not yet: still being published, so not pulled
+    RunStore(uri).put(writer.dir / f"{second}.vecs.npy", f"{writer.dir.name}/{second}.vecs.npy")
+
+    assert pull_published(uri, tmp_path / "node-b") == 3  # identity, vectors and keys of the complete shard
+    reader = EmbeddingCache(tmp_path / "node-b", "minilm|document")
+    np.testing.assert_array_equal(reader.get(["beta", "alpha"]), [[3, 4, 5], [0, 1, 2]])
+    assert reader.missing(["gamma"]) == [0]
+
+    writer.publish(second, uri)
+    pull_published(uri, tmp_path / "node-b")
+    np.testing.assert_array_equal(reader.get(["gamma"]), [[7, 7, 7]])

@@ -55,6 +55,36 @@ def _group_capacity(cluster_spec: dict) -> tuple[float, float, int]:
     return gpus, cpus, per_pod
 
 
+def _check_no_shared_writes(cluster_spec: dict) -> None:
+    """Every pod of the cluster writes only to volumes of its own (emptyDir: scratch mirrors, caches), mounts shared
+    volumes read-only, and reaches the run's bucket: its credentials secret and a scratch folder in its env."""
+    pods = [cluster_spec["headGroupSpec"]["template"]["spec"]]
+    pods += [group["template"]["spec"] for group in cluster_spec["workerGroupSpecs"]]
+    for pod in pods:
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        (container,) = pod["containers"]
+        for mount in container["volumeMounts"]:
+            volume = volumes[mount["name"]]
+            if "emptyDir" not in volume:
+                assert mount.get("readOnly") and volume["persistentVolumeClaim"]["readOnly"], mount["name"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        scratch = [m for m in container["volumeMounts"] if m["mountPath"] == env["EMBEDFORGE_SCRATCH"]]
+        assert scratch and "emptyDir" in volumes[scratch[0]["name"]]
+        assert {"secretRef": {"name": "embedforge-s3"}} in container["envFrom"]
+
+
+def test_kuberay_specs_keep_runs_in_object_storage_not_on_shared_volumes():
+    _check_no_shared_writes(_load(KUBERAY / "raycluster.yaml")["spec"])
+    _check_no_shared_writes(_load(KUBERAY / "rayservice.yaml")["spec"]["rayClusterConfig"])
+
+
+def test_a_stage_pinned_to_resources_no_node_has_is_named(tiny_config):
+    tiny_config.train.resources = {"learn_node": 0.1}
+    tiny_config.mine.teachers[0].resources = {"generate_node": 0.1}
+    problems = shortfalls(tiny_config, {"CPU": 6.0, "generate_node": 1.0})
+    assert problems == ["train runs only on nodes with the resources ['learn_node']; no node has them now"]
+
+
 def _check_head(cluster_spec: dict) -> None:
     head = cluster_spec["headGroupSpec"]
     assert head["rayStartParams"]["num-cpus"] == "0", "no work on the head"
@@ -94,7 +124,7 @@ def test_rayjob_runs_the_pipeline_with_the_production_profile(production):
     script = _in_repo(argv[1])
     assert script == REPO / "jobs" / "pipeline.py"
     assert load_config(_in_repo(argv[2])) == production
-    assert argv[3] == "--run-dir" and argv[4].startswith("/mnt/runs/")
+    assert argv[3] == "--run-dir" and argv[4].startswith("s3://")  # the run lives in object storage
     yaml.safe_load(job["spec"]["runtimeEnvYAML"])
 
 

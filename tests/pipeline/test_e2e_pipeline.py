@@ -1,13 +1,17 @@
 """End to end: the pipeline with configs/tiny.yaml submitted with `ray job submit` to a local Ray head, its run dir
 in object storage (a local S3 server, moto), then every stage's manifest, the exports and one served embedding
-checked; a second submission, with the job's scratch space wiped, resumes from the store alone (skips everything).
+checked. Then the same pipeline on a cluster of three nodes, each stage pinned to a node by custom resources and
+each node with its own scratch and cache folders: its outputs equal the single-node run's, and the single-node
+run, submitted to that cluster, resumes from the store alone (every stage skips).
 
-The head here is this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so it
-can run beside the foundation's cluster test and other engineers' clusters; SIGTERM to it stops exactly it.
+The heads here are this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so
+they can run beside the foundation's cluster test and other engineers' clusters; SIGTERM to a node stops exactly
+it.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -15,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,10 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
+from embedforge.cluster.device import read_usage
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
+from embedforge.paths import models_dir
 from embedforge.pipeline.demo import bundled_models, print_examples
 from embedforge.pipeline.probe import base_url, embed
 from embedforge.pipeline.runner import read_pipeline
@@ -63,48 +71,80 @@ def _answers(url: str) -> bool:
     return True
 
 
-def _start_head(env: dict[str, str], log_path: Path) -> tuple[subprocess.Popen, str] | None:
-    """`ray start --head --block` on free ports; the head once its dashboard and job agent answer, else None."""
+def _start_node(
+    env: dict[str, str], log_path: Path, *, head: str | None = None, resources: dict[str, float] | None = None
+) -> tuple[subprocess.Popen, str, str] | None:
+    """`ray start --block` on free ports: a head (with its dashboard) when `head` is None, else a node joining the
+    head at that GCS address. Returns (process, dashboard URL, GCS address) once its agents answer, else None.
+
+    Each node keeps its sessions in a temp dir of its own (`RAY_NODE_TMP` in `env`), as on separate machines: nodes
+    sharing one would share one unpacked copy of a job's working dir, which each node's agent replaces under the
+    driver running in it."""
     port, dash, client, agent, agent_grpc, metrics = (_free_port() for _ in range(6))
     cmd = [
-        str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--disable-usage-stats",
-        f"--port={port}", f"--dashboard-port={dash}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-        f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent}",
-        f"--dashboard-agent-grpc-port={agent_grpc}", f"--metrics-export-port={metrics}",
-        "--num-cpus=2", f"--object-store-memory={1024**3}",
+        str(Path(sys.executable).with_name("ray")), "start", "--block", "--disable-usage-stats",
+        f"--temp-dir={env['RAY_NODE_TMP']}",
+        f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--metrics-export-port={metrics}", "--num-cpus=2", f"--object-store-memory={512 * 1024**2}",
     ]  # fmt: skip
+    if head is None:
+        cmd += [
+            "--head", f"--port={port}", f"--dashboard-port={dash}", "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true", f"--ray-client-server-port={client}",
+        ]  # fmt: skip
+    else:
+        cmd.append(f"--address={head}")
+    if resources:
+        cmd.append(f"--resources={json.dumps(resources)}")
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 240
-    while not (_answers(f"http://127.0.0.1:{dash}/api/version") and _answers(f"http://127.0.0.1:{agent}/")):
+    up = [f"http://127.0.0.1:{agent}/"] + ([f"http://127.0.0.1:{dash}/api/version"] if head is None else [])
+    while not all(_answers(url) for url in up):
         if proc.poll() is not None or time.monotonic() > deadline:
             _stop(proc)
             return None
         time.sleep(1)
     time.sleep(5)  # a raylet that cannot find its agents gives up a few seconds later: make sure it did not
-    return (proc, f"http://127.0.0.1:{dash}") if proc.poll() is None else None
+    return (proc, f"http://127.0.0.1:{dash}", f"127.0.0.1:{port}") if proc.poll() is None else None
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM: `ray start --block` drains and stops the processes it started, and only those."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+def _node_with_retries(env: dict[str, str], logs: Path, name: str, **kwargs) -> tuple[subprocess.Popen, str, str]:
+    for attempt in range(3):
+        started = _start_node(env, logs / f"{name}-{attempt}.log", **kwargs)
+        if started:
+            return started
+    pytest.fail(f"Ray node {name} did not come up in 3 attempts; see {logs}")
 
 
-@pytest.fixture(scope="module")
-def head(tmp_path_factory, s3_server):
-    """A private Ray head with its dashboard on free ports; this venv first on PATH so jobs use its python; its
-    processes reach the test S3 server and keep their mirrors in a scratch folder of their own."""
-    prepare(bundled_models(load_config(REPO / TINY)))
-    logs = tmp_path_factory.mktemp("head")
+def _stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM to every node at once: `ray start --block` drains and stops the processes it started, and only
+    those; a node still up after 90 s is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 90
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _node_env(s3_server: dict[str, str], folder: Path) -> dict[str, str]:
+    """A node's environment: this venv first on PATH so jobs use its python, the test S3 server, and scratch and
+    cache folders of its own (the prepared models linked in, as a node image would hold them)."""
+    cache = folder / "cache"
+    cache.mkdir(parents=True)
+    # short: Ray's socket paths under it must stay within the 107 bytes a Unix socket path may have
+    ray_tmp = tempfile.mkdtemp(prefix="ef-ray-")
+    (cache / "models").symlink_to(models_dir(), target_is_directory=True)
     env = {
         **os.environ,
         **s3_server,
-        "EMBEDFORGE_SCRATCH": str(logs / "scratch"),
+        "EMBEDFORGE_SCRATCH": str(folder / "scratch"),
+        "EMBEDFORGE_CACHE": str(cache),
+        "RAY_NODE_TMP": ray_tmp,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",  # the CLI must send the token the head (token in ~/.ray) requires
@@ -115,40 +155,141 @@ def head(tmp_path_factory, s3_server):
         "RAY_raylet_start_wait_time_s": "120",
     }
     env.pop("RAY_ADDRESS", None)
-    for attempt in range(3):
-        started = _start_head(env, logs / f"ray-start-{attempt}.log")
-        if started:
-            break
-    else:
-        pytest.fail(f"the Ray head did not come up in 3 attempts; see {logs}")
-    proc, dashboard = started
+    return env
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory, s3_server):
+    """A private one-node Ray cluster with its dashboard on free ports."""
+    prepare(bundled_models(load_config(REPO / TINY)))
+    folder = tmp_path_factory.mktemp("head")
+    env = _node_env(s3_server, folder)
+    proc, dashboard, _ = _node_with_retries(env, folder, "ray-start")
     yield Head(dashboard, env)
     _stop(proc)
+    shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
 
 
-def test_tiny_pipeline_as_a_ray_job(head, s3_server, make_bucket, tmp_path, monkeypatch, capsys):
-    for key, value in s3_server.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("EMBEDFORGE_SCRATCH", str(tmp_path / "scratch"))  # not the job's: read what the store has
+@pytest.fixture(scope="module")
+def single_node_run(head, make_bucket) -> str:
+    """configs/tiny.yaml submitted to the one-node cluster, its run dir on the S3 server; returns the run dir."""
     run_dir = f"{make_bucket()}/runs/tiny"
     code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0"], env=head.env)
     assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
+    return run_dir
 
+
+def test_tiny_pipeline_as_a_ray_job(head, single_node_run, s3_server, tmp_path, monkeypatch, capsys):
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("EMBEDFORGE_SCRATCH", str(tmp_path / "scratch"))  # not the job's: read what the store has
+    run_dir = single_node_run
     record = read_pipeline(run_dir)
     assert record["status"] == "complete" and record["run_dir"] == run_dir
     stored = RunStore(run_dir).files()
     assert any(name.startswith("train/ray/") and name.endswith("state.json") for name in stored)  # Ray Train's
+    assert any(name.startswith("embeddings/") and name.endswith(".keys.npy") for name in stored)  # the teacher's
     assert record["steps"]["deploy"]["model"] == f"{run_dir}/train/export/merged"  # replicas copy it from there
     with staged(run_dir) as local:
         _check_run(local, record, capsys)
 
-    # submitted again with the job's scratch space gone: every stage finds its manifest complete in the store
-    shutil.rmtree(head.env["EMBEDFORGE_SCRATCH"])
-    code = submit_pipeline(head.dashboard, TINY, run_dir, ["--set", "serve.port=0", "--skip", "deploy"], env=head.env)
+
+@dataclass
+class Cluster:
+    dashboard: str
+    env: dict[str, str]
+    node_folders: dict[str, Path]
+
+
+# where each stage runs on the three-node cluster: the driver on the head, generation on one node, learning on another
+NODE_RESOURCES = {"generate": {"generate_node": 1.0}, "learn": {"learn_node": 1.0}}
+PINNED = [
+    "--set", "synth.generator.resources={generate_node: 0.1}",
+    "--set", "mine.teachers.0.resources={generate_node: 0.1}",
+    "--set", "evaluate.resources={generate_node: 0.1}",
+    "--set", "train.resources={learn_node: 0.1}",
+    "--set", "serve.resources={learn_node: 0.1}",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def three_nodes(tmp_path_factory, s3_server):
+    """A head and two nodes started with `ray start`, each with its own environment: scratch, cache, and the
+    custom resource that stages are pinned to."""
+    prepare(bundled_models(load_config(REPO / TINY)))
+    root = tmp_path_factory.mktemp("three-nodes")
+    folders = {name: root / name for name in ("head", *NODE_RESOURCES)}
+    envs = {name: _node_env(s3_server, folder) for name, folder in folders.items()}
+    procs = []
+    try:
+        proc, dashboard, gcs = _node_with_retries(envs["head"], root, "head")
+        procs.append(proc)
+        for name, resources in NODE_RESOURCES.items():
+            procs.append(_node_with_retries(envs[name], root, name, head=gcs, resources=resources)[0])
+        yield Cluster(dashboard, envs["head"], folders)
+    finally:
+        _stop(*procs)
+        for env in envs.values():
+            shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
+
+
+def test_pinned_stages_on_three_nodes_equal_one_node_and_resume_from_the_store(
+    three_nodes, single_node_run, make_bucket, s3_server, tmp_path, monkeypatch
+):
+    for key, value in s3_server.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("EMBEDFORGE_SCRATCH", str(tmp_path / "scratch"))
+    run_dir = f"{make_bucket()}/runs/tiny-three-nodes"
+    args = ["--set", "serve.port=0", *PINNED]
+    code = submit_pipeline(three_nodes.dashboard, TINY, run_dir, args, env=three_nodes.env)
+    assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
+    assert read_pipeline(run_dir)["status"] == "complete"
+
+    with staged(run_dir) as local:
+        nodes = {stage: {r["node"] for r in read_usage(local / stage / "usage")} for stage in STAGES}
+        three = _outputs(local)
+    with staged(single_node_run) as local:
+        one = _outputs(local)
+    # each stage on its node: generation and evaluation together, training on another node
+    assert all(len(ids) == 1 for ids in nodes.values()), nodes
+    assert nodes["synth"] == nodes["mine"] == nodes["evaluate"] != nodes["train"]
+    # every node kept its own copies: the trained model reached the evaluating and the serving node via the store
+    for name, copy in (("generate", "model"), ("learn", "merged")):
+        copies = list((three_nodes.node_folders[name] / "scratch" / "inputs").glob(f"*/{copy}"))
+        assert copies, f"no copy of the trained model ({copy}) in node {name}'s scratch"
+    # the same examples, negatives, training losses and scores as on one node
+    assert three.keys() == one.keys()
+    for name in ("synth", "mine"):
+        assert three[name] == one[name], name
+    np.testing.assert_allclose(three["losses"], one["losses"], rtol=1e-4)
+    assert three["scores"].keys() == one["scores"].keys()
+    np.testing.assert_allclose(list(three["scores"].values()), list(one["scores"].values()), atol=1e-4)
+
+    # the single-node run, submitted to this cluster whose nodes never saw it: every stage finds it complete
+    code = submit_pipeline(
+        three_nodes.dashboard, TINY, single_node_run, ["--skip", "deploy", *PINNED], env=three_nodes.env
+    )
     assert code == 0
-    again = read_pipeline(run_dir)
+    again = read_pipeline(single_node_run)
     for stage in STAGES:
         assert again["steps"][stage]["status"] == "skipped (already complete)", stage
+
+
+def _outputs(run_dir: Path) -> dict:
+    """What a run produced, comparable across runs: synthetic and mined examples, training losses, scores."""
+
+    def rows(folder: Path) -> list[str]:
+        return sorted(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(folder).to_pylist())
+
+    with (run_dir / "train" / "metrics.csv").open() as fh:
+        losses = [float(row["loss"]) for row in csv.DictReader(fh)]
+    tasks = json.loads((run_dir / "evaluate" / "report.json").read_text())["tasks"]
+    return {
+        "synth": rows(run_dir / "synth" / "data"),
+        "mine": rows(run_dir / "mine" / "data"),
+        "losses": losses,
+        "scores": {f"{task}/{model}": score for task, t in tasks.items() for model, score in t["scores"].items()},
+    }
 
 
 def _check_run(run_dir: Path, record: dict, capsys) -> None:

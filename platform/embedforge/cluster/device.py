@@ -59,15 +59,23 @@ def model_dtype(encoder: object) -> str:
     return FLOAT32
 
 
+def ray_node_id() -> str | None:
+    """The Ray node this process runs on (None outside Ray)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+
+
 def usage(device: str, dtype: str) -> dict[str, Any]:
     """The calling worker's record for a stage manifest: device type, how many GPUs Ray gave it, the dtype of its
-    model and its peak accelerator memory so far."""
+    model, its peak accelerator memory so far, and the Ray node it ran on."""
     return {
         "device": device,
         "device_count": len(ray_gpu_ids()) if device == "cuda" else 0,
         "dtype": dtype,
         "peak_accelerator_memory_mb": peak_accelerator_memory_mb(device),
         "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "node": ray_node_id(),
     }
 
 
@@ -118,12 +126,20 @@ def peak_accelerator_memory_mb(device: str) -> float:
 
 def stage_usage(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """One stage's usage from its workers' records (several per worker allowed: the last counts): the device type
-    (`mixed` when workers differ), GPUs over all workers, their dtypes and the largest peak of any worker."""
+    (`mixed` when workers differ), GPUs over all workers, their dtypes, the largest peak of any worker and how many
+    Ray nodes the workers ran on."""
     latest: dict[str, dict[str, Any]] = {}
     for record in records:
         latest[record["worker"]] = record
     if not latest:
-        return {"device": "none", "device_count": 0, "dtype": None, "peak_accelerator_memory_mb": 0.0, "workers": 0}
+        return {
+            "device": "none",
+            "device_count": 0,
+            "dtype": None,
+            "peak_accelerator_memory_mb": 0.0,
+            "workers": 0,
+            "nodes": 0,
+        }
     devices = sorted({r["device"] for r in latest.values()})
     dtypes = sorted({r["dtype"] for r in latest.values()})
     return {
@@ -132,4 +148,5 @@ def stage_usage(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "dtype": dtypes[0] if len(dtypes) == 1 else ",".join(dtypes),
         "peak_accelerator_memory_mb": max(float(r["peak_accelerator_memory_mb"]) for r in latest.values()),
         "workers": len(latest),
+        "nodes": len({r.get("node") for r in latest.values()}),
     }

@@ -1,11 +1,42 @@
-"""Shared base for every config section: strict, typed, immutable after validation."""
+"""Shared base for every config section: strict, typed, immutable after validation; and the custom Ray resources
+a stage's actors may reserve."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# reserved by each section's own keys (num_cpus, num_gpus, ...), never through `resources`
+_RAY_BUILTIN_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
 
 
 class Section(BaseModel):
     """A config section. Unknown keys are errors; values are validated on assignment too."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+def _custom_resources(value: dict[str, float]) -> dict[str, float]:
+    builtin = sorted(set(value) & _RAY_BUILTIN_RESOURCES)
+    if builtin:
+        raise ValueError(
+            f"{value}: {builtin} are Ray's own resources: reserve them with the section's CPU and GPU keys; "
+            "`resources` names custom resources that nodes declare (`ray start --resources`, rayStartParams in KubeRay)"
+        )
+    negative = sorted(name for name, amount in value.items() if amount <= 0)
+    if negative:
+        raise ValueError(f"{value}: custom resource amounts must be > 0: {negative}")
+    return value
+
+
+CustomResources = Annotated[dict[str, float], AfterValidator(_custom_resources)]
+
+
+def resources_field(what: str) -> Any:
+    """The `resources` key of a section whose `what` are Ray actors or workers."""
+    return Field(
+        default_factory=dict,
+        description=f"custom Ray resources each of {what} reserves besides CPUs and GPUs, e.g. {{train_node: 0.01}}: "
+        "it runs only on nodes that declare them (`ray start --resources`), which pins stages to node groups",
+    )

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from embedforge.config.base import Section
+from embedforge.config.base import CustomResources, Section, resources_field
 
 Family = Literal["retrieval", "reranking", "sts", "pair_classification", "classification", "clustering"]
 TRAINED = "trained"  # the name the run's own trained model goes by in tasks, reports and baseline_for_deltas
@@ -63,6 +63,7 @@ class EvaluateConfig(Section):
     concurrency: PositiveInt = Field(1, description="Ray workers per model, each holding a copy of the model")
     cpus_per_worker: float = Field(1.0, gt=0)
     gpus_per_worker: float = Field(0.0, ge=0, description="GPUs each worker reserves; it encodes on them when > 0")
+    resources: CustomResources = resources_field("the evaluation workers")
     cache: bool = Field(True, description="cache embeddings by (model, instruction, text) hash")
     cache_dir: str | None = Field(None, description="default <EMBEDFORGE_CACHE>/embeddings")
 

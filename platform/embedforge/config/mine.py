@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from embedforge.config.base import Section
+from embedforge.config.base import CustomResources, Section, resources_field
 from embedforge.config.model import ModelConfig
 
 TeacherKind = Literal[
@@ -63,6 +63,7 @@ class TeacherConfig(Section):
     concurrency: PositiveInt = 1
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
+    resources: CustomResources = resources_field("the teacher's actors")
 
     @property
     def embedder_config(self) -> ModelConfig | None:

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from embedforge.config.base import Section
+from embedforge.config.base import CustomResources, Section, resources_field
 
 
 class AutoscalingConfig(Section):
@@ -79,6 +79,7 @@ class ServeConfig(Section):
     route_prefix: str = "/"
     num_cpus: float = Field(1.0, ge=0)
     num_gpus: float = Field(0.0, ge=0)
+    resources: CustomResources = resources_field("the model replicas")
     torch_threads: PositiveInt | None = Field(None, description="torch threads per replica; None: num_cpus")
     omp_wait_policy: Literal["PASSIVE", "ACTIVE"] | None = Field(
         "PASSIVE",

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from embedforge.config.base import Section
+from embedforge.config.base import CustomResources, Section, resources_field
 
 QueryStyle = Literal["question", "keywords", "category"]
 Family = Literal["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
@@ -47,6 +47,7 @@ class GeneratorConfig(Section):
     concurrency: PositiveInt = 1
     num_gpus_per_engine: float = Field(0.0, ge=0)
     cpus_per_engine: float = Field(1.0, gt=0, description="Ray CPUs reserved by each engine actor")
+    resources: CustomResources = resources_field("the engine actors")
     temperature: float = Field(0.8, gt=0)
     top_p: float = Field(0.95, gt=0, le=1)
     repetition_penalty: float = Field(

@@ -17,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from embedforge.config.base import Section
+from embedforge.config.base import CustomResources, Section, resources_field
 
 
 class InfoNCEConfig(Section):
@@ -133,6 +133,7 @@ class TrainConfig(Section):
     num_workers: PositiveInt = 1
     cpus_per_worker: float = Field(1.0, gt=0)
     use_gpu: bool = False
+    resources: CustomResources = resources_field("the training workers")
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     mixed_precision: Literal["auto", "no", "bf16"] = "auto"
     stages: list[StageConfig] = Field(default_factory=list)

@@ -111,6 +111,15 @@ class EmbeddingCache:
             _atomic_save(keys_file, lambda p: np.save(p, keys))
         return shard
 
+    def publish(self, shard: str, uri: str) -> None:
+        """Copy one shard (vectors, then keys) and the identity to the folder at `uri` (`<uri>/<namespace>/`), from
+        where `pull_published` brings it into another node's cache; a shard whose keys arrived is complete."""
+        from embedforge.runs.store import RunStore
+
+        store = RunStore(uri)
+        for name in ("identity.json", f"{shard}.vecs.npy", f"{shard}.keys.npy"):
+            store.put(self.dir / name, f"{self.dir.name}/{name}")
+
     def get(self, texts: Sequence[str]) -> np.ndarray:
         """Cached vectors of `texts` in order; KeyError naming how many (and one example) are missing."""
         self.refresh()
@@ -137,6 +146,22 @@ class EmbeddingCache:
         for positions, vectors in parts:
             out[positions] = vectors
         return out
+
+
+def pull_published(uri: str, root: str | Path) -> int:
+    """Bring the shards published at `uri` (`EmbeddingCache.publish`) into the cache at `root`; returns how many
+    files were copied. A shard is complete once its keys file is there, so one still being published is skipped."""
+    from embedforge.runs.store import RunStore
+
+    store = RunStore(uri)
+    listing = store.files()
+    shards = {rel.removesuffix(".keys.npy") for rel in listing if rel.endswith(".keys.npy")}
+    complete = {
+        rel: info
+        for rel, info in listing.items()
+        if rel.endswith("identity.json") or rel.removesuffix(".keys.npy").removesuffix(".vecs.npy") in shards
+    }
+    return store.pull(Path(root), remote=complete)
 
 
 def _atomic_save(path: Path, write: Callable[[Path], object]) -> None:

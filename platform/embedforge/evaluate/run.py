@@ -54,7 +54,7 @@ def model_references(config: EmbedforgeConfig, run_dir: Path, models: list[str] 
 
 def stage_settings(config: EmbedforgeConfig, refs: dict[str, str], tasks: list[str]) -> tuple[dict[str, Any], str]:
     settings = {
-        "evaluate": config.evaluate.model_dump(mode="json"),
+        "evaluate": config.evaluate.model_dump(mode="json", exclude={"resources"}),  # which nodes: same scores
         "model": config.model.model_dump(mode="json"),
         "models": refs,
         "tasks": tasks,
@@ -145,7 +145,7 @@ def _evaluate_model(
     if not todo:
         return results
     ev = config.evaluate
-    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker, num_gpus=ev.gpus_per_worker)(_Worker)
+    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker, num_gpus=ev.gpus_per_worker, resources=ev.resources)(_Worker)
     actors = [
         worker_cls.remote(
             ref,

@@ -2,6 +2,10 @@
 write every vector to the embedding cache; nothing but counts comes back to the driver, so its memory does not
 grow with the corpus. Texts already cached are skipped, so re-runs and resumes only encode what is new.
 Rows are sorted by length before batching so batches pad little.
+
+Actors may run on other nodes than the driver, each with a cache of its own. With a `publish` location (the run's
+object store) every shard an actor writes is also copied there, and the driver pulls the published shards into
+its cache before and after the pass: it never reads another node's disk, and a run resumed elsewhere reuses them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import pyarrow as pa
 
 from embedforge.cluster.device import assigned_device, model_dtype, record_usage
 from embedforge.config.mine import TeacherConfig
-from embedforge.embeddings.cache import EmbeddingCache
+from embedforge.embeddings.cache import EmbeddingCache, pull_published
 from embedforge.mine.teachers.dense import dense_identity, encode_side, load_dense_teacher
 
 log = logging.getLogger(__name__)
@@ -25,9 +29,11 @@ EmbedRequest = tuple[str, str, str | None]  # (text, side, instruction)
 
 class EmbedActor:
     """Ray Data callable class: encodes a batch of (text, side, instruction) rows into the cache, and records its
-    device, dtype and peak accelerator memory in `usage_dir` when given."""
+    device, dtype and peak accelerator memory in `usage_dir` when given; publishes each new shard at `publish`."""
 
-    def __init__(self, teacher: dict, cache_root: str, usage_dir: str | None = None) -> None:
+    def __init__(
+        self, teacher: dict, cache_root: str, usage_dir: str | None = None, publish: str | None = None
+    ) -> None:
         import torch
 
         self.teacher = TeacherConfig.model_validate(teacher)
@@ -37,6 +43,7 @@ class EmbedActor:
         self.usage_dir = usage_dir
         self.forward_batch = self.teacher.micro_batch_size or self.teacher.batch_size
         self.cache_root = cache_root
+        self.publish = publish
         self.caches: dict[str, EmbeddingCache] = {}
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -52,7 +59,9 @@ class EmbedActor:
             todo = [texts[i] for i in cache.missing(texts)]
             if todo:
                 vectors = encode_side(self.encoder, todo, side, instruction, self.forward_batch)
-                cache.put(todo, vectors)
+                shard = cache.put(todo, vectors)
+                if self.publish is not None and shard is not None:
+                    cache.publish(shard, self.publish)
                 encoded += len(todo)
         if self.usage_dir is not None:
             record_usage(self.usage_dir, self.device, model_dtype(self.encoder))
@@ -72,11 +81,19 @@ def pending(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root
 
 
 def embed_into_cache(
-    requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str, usage_dir: str | None = None
+    requests: Iterable[EmbedRequest],
+    teacher: TeacherConfig,
+    cache_root: str,
+    usage_dir: str | None = None,
+    publish: str | None = None,
 ) -> int:
     """Encode every request not yet cached through a Ray Data actor pool; returns how many were encoded. The
-    actors record where they ran in `usage_dir` (a stage's `StageRun.usage_dir`)."""
+    actors record where they ran in `usage_dir` (a stage's `StageRun.usage_dir`) and publish their shards at
+    `publish` (a URI), which the driver's cache pulls before and after the pass."""
     import ray
+
+    if publish is not None:
+        pull_published(publish, cache_root)
 
     todo = pending(requests, teacher, cache_root)
     if not todo:
@@ -101,11 +118,13 @@ def embed_into_cache(
             "teacher": teacher.model_dump(mode="json"),
             "cache_root": cache_root,
             "usage_dir": usage_dir,
+            "publish": publish,
         },
         batch_size=teacher.batch_size,
         compute=ray.data.ActorPoolStrategy(size=teacher.concurrency),
         num_cpus=teacher.num_cpus,
         num_gpus=teacher.num_gpus,
+        resources=teacher.resources,
     )
     started, done, encoded, last_log = time.time(), 0, 0, 0.0
     for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -115,4 +134,6 @@ def embed_into_cache(
             elapsed = max(time.time() - started, 1e-9)
             log.info("teacher %s: embedded %d/%d texts (%.1f texts/s)", teacher.model, done, len(todo), done / elapsed)
             last_log = time.time()
+    if publish is not None:
+        pull_published(publish, cache_root)
     return encoded

@@ -41,7 +41,7 @@ class PairScorerPool:
 
         remote = ray.remote(max_restarts=-1, max_task_retries=-1)(_PairScoreActor)
         self.actors = [
-            remote.options(num_cpus=teacher.num_cpus, num_gpus=teacher.num_gpus).remote(
+            remote.options(num_cpus=teacher.num_cpus, num_gpus=teacher.num_gpus, resources=teacher.resources).remote(
                 teacher.model_dump(mode="json"), usage_dir
             )
             for _ in range(teacher.concurrency)

@@ -44,6 +44,9 @@ from embedforge.runs.stage import StageRun, read_manifest
 
 log = logging.getLogger(__name__)
 STAGE = "mine"
+# teacher vectors of a run in object storage, by encoder identity (valid whatever the mining config): a folder of the
+# run, not of the stage, so a changed config keeps them
+PUBLISHED_EMBEDDINGS = "embeddings"
 COPY_CHUNK = 8192
 
 
@@ -56,8 +59,10 @@ def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
     """Everything that changes the output (mine section but the cache location, the mined sources, data seed)
     and its hash."""
     settings = {
-        # where vectors live and how much of them search holds at once change nothing
-        "mine": config.mine.model_dump(mode="json", exclude={"cache_dir", "search_memory_mb"}),
+        # where vectors live, how much of them search holds at once and which nodes teachers run on change nothing
+        "mine": config.mine.model_dump(
+            mode="json", exclude={"cache_dir": True, "search_memory_mb": True, "teachers": {"__all__": {"resources"}}}
+        ),
         "sources": [s.model_dump(mode="json") for s in mined_sources(config)],
         "data_seed": config.data.seed,
     }
@@ -204,8 +209,10 @@ class _Miner:
             if not all(s in self.done for s in shard_ids)
             for request in _embed_requests(pool)
         ]
+        # in a run in object storage, teacher actors on any node publish their vectors there for this driver
+        publish = self.stage.store.child(PUBLISHED_EMBEDDINGS) if self.stage.store is not None else None
         for teacher in (t for t in self.config.mine.teachers if t.kind in DENSE_KINDS):
-            n = embed_into_cache(requests, teacher, self.root, self.stage.usage_location())
+            n = embed_into_cache(requests, teacher, self.root, self.stage.usage_location(), publish)
             log.info("%d sources: %s encoded %d new texts", len(plans), teacher.model, n)
         self.stage.time("embed", time.time() - started)
 

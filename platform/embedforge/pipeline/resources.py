@@ -35,6 +35,21 @@ def stage_cpus(config: EmbedforgeConfig) -> dict[str, float]:
     return needs
 
 
+def stage_custom_resources(config: EmbedforgeConfig) -> dict[str, set[str]]:
+    """The custom Ray resources (node pinning) each enabled stage's actors or workers ask for."""
+    needs: dict[str, set[str]] = {}
+    if config.synth.enabled:
+        needs["synth"] = set(config.synth.generator.resources)
+    if config.mine.enabled:
+        needs["mine"] = {name for t in config.mine.teachers for name in t.resources}
+    if config.train.enabled:
+        needs["train"] = set(config.train.resources)
+    if config.evaluate.enabled:
+        needs["evaluate"] = set(config.evaluate.resources)
+    needs["serve"] = set(config.serve.resources)
+    return {stage: names for stage, names in needs.items() if names}
+
+
 def peak_gpus(config: EmbedforgeConfig) -> float:
     return max(stage_gpus(config).values(), default=0.0)
 
@@ -49,4 +64,8 @@ def shortfalls(config: EmbedforgeConfig, cluster: dict[str, float]) -> list[str]
     for stage, cpus in stage_cpus(config).items():
         if cpus > have_cpus:
             problems.append(f"{stage} needs {cpus:g} CPUs, the cluster has {have_cpus:g} now")
+    for stage, names in stage_custom_resources(config).items():
+        missing = sorted(name for name in names if cluster.get(name, 0.0) <= 0)
+        if missing:
+            problems.append(f"{stage} runs only on nodes with the resources {missing}; no node has them now")
     return problems

@@ -71,8 +71,9 @@ def _preflight(config: EmbedforgeConfig) -> None:
     from embedforge.cluster.local import connect
 
     connect()
-    have = {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
-    log.info("cluster now: %s; GPUs needed per stage: %s", have, stage_gpus(config))
+    have = {k: float(v) for k, v in ray.cluster_resources().items()}
+    shown = {k: v for k, v in have.items() if k in ("CPU", "GPU")}
+    log.info("cluster now: %s; GPUs needed per stage: %s", shown, stage_gpus(config))
     for problem in shortfalls(config, have):
         log.warning("%s (fine only if the autoscaler adds nodes)", problem)
 

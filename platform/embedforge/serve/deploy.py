@@ -71,8 +71,11 @@ def logging_config(serve_config: ServeConfig) -> dict[str, Any]:
 
 
 def actor_options(serve_config: ServeConfig) -> dict[str, Any]:
-    """Replica resources, and the OpenMP wait policy in the replica's environment (read when torch loads)."""
+    """Replica resources (custom ones pin replicas to nodes), and the OpenMP wait policy in the replica's
+    environment (read when torch loads)."""
     options: dict[str, Any] = {"num_cpus": serve_config.num_cpus, "num_gpus": serve_config.num_gpus}
+    if serve_config.resources:
+        options["resources"] = serve_config.resources
     if serve_config.omp_wait_policy is not None:
         options["runtime_env"] = {"env_vars": {"OMP_WAIT_POLICY": serve_config.omp_wait_policy}}
     return options

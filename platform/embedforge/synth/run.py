@@ -48,7 +48,9 @@ REJECT_SAMPLE_CHARS = 2000
 
 
 def _stage_config(config: EmbedforgeConfig) -> dict[str, Any]:
-    return {"seed": config.seed, "task_name": task_name_of(config), **config.synth.model_dump(mode="json")}
+    # which nodes the engines run on (custom resources) changes no example
+    synth = config.synth.model_dump(mode="json", exclude={"generator": {"resources"}})
+    return {"seed": config.seed, "task_name": task_name_of(config), **synth}
 
 
 def task_name_of(config: EmbedforgeConfig) -> str:
@@ -88,6 +90,7 @@ def _generate(config: EmbedforgeConfig, rows: list[dict[str, Any]], usage_dir: s
         batch_size=gen.prompts_per_call,
         compute=ray.data.ActorPoolStrategy(size=gen.concurrency),
         num_cpus=gen.cpus_per_engine,
+        resources=gen.resources,
         **({"num_gpus": gpus} if gpus > 0 else {}),
     )
     try:

@@ -38,7 +38,7 @@ def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
     used = set(stage_sources(config))
     settings = {
         "model": config.model.model_dump(mode="json"),
-        "train": config.train.model_dump(mode="json"),
+        "train": config.train.model_dump(mode="json", exclude={"resources"}),  # which nodes: same model
         "sources": [s.model_dump(mode="json") for s in config.data.sources if s.name in used],
         "data_seed": config.data.seed,
     }
@@ -96,7 +96,7 @@ def make_trainer(
 
 
 def _resources(config: EmbedforgeConfig) -> dict[str, float]:
-    res = {"CPU": config.train.cpus_per_worker}
+    res = {**config.train.resources, "CPU": config.train.cpus_per_worker}
     if config.train.use_gpu:
         res["GPU"] = 1.0
     return res
