@@ -253,6 +253,8 @@ def test_pinned_stages_on_three_nodes_equal_one_node_and_resume_from_the_store(
     # each stage on its node: generation and evaluation together, training on another node
     assert all(len(ids) == 1 for ids in nodes.values()), nodes
     assert nodes["synth"] == nodes["mine"] == nodes["evaluate"] != nodes["train"]
+    # training's end (export) ran in a task on the training node, in that node's mirror of the run
+    assert list((three_nodes.node_folders["learn"] / "scratch" / "runs").glob("*/train/export/merged/embedforge.json"))
     # every node kept its own copies: the trained model reached the evaluating and the serving node via the store
     for name, copy in (("generate", "model"), ("learn", "merged")):
         copies = list((three_nodes.node_folders[name] / "scratch" / "inputs").glob(f"*/{copy}"))

@@ -12,7 +12,7 @@ from embedforge.config.train import TrainConfig
 from embedforge.model import load_embedder
 from embedforge.model.lora import merged_copy
 from embedforge.train.checkpoint import TrainState, save_checkpoint
-from embedforge.train.run import finalize
+from embedforge.train.finish import finalize
 from embedforge.train.schedule import make_optimizer, make_scheduler
 from embedforge.train.trainable import build_trainable
 from embedforge.train.wise_ft import interpolate_toward_start

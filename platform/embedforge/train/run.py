@@ -15,20 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
-from embedforge.model.export import export_embedder
-from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
-from embedforge.train.checkpoint import latest_checkpoint, load_weights, read_state, run_checkpoints
+from embedforge.train.checkpoint import latest_checkpoint, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
+from embedforge.train.finish import STAGE, finish_training
 from embedforge.train.metrics import plot_curves, read_rows
-from embedforge.train.selection import best_step, score_checkpoints
-from embedforge.train.wise_ft import interpolate_toward_start
 from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
-STAGE = "train"
-EXPORT_FORMATS = ("merged", "sentence_transformers")
 
 
 def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
@@ -102,25 +97,6 @@ def _resources(config: EmbedforgeConfig) -> dict[str, float]:
     return res
 
 
-def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> dict[str, str]:
-    """Load the final checkpoint into a fresh trainable embedder, mix it with the starting model when
-    `train.wise_ft_alpha` < 1 (WiSE-FT), save it and export it."""
-    from embedforge.train.trainable import build_trainable
-
-    embedder = build_trainable(config)
-    load_weights(checkpoint_dir, embedder)
-    alpha = config.train.wise_ft_alpha
-    if alpha < 1:
-        start = None if config.model.lora.enabled else build_trainable(config)
-        interpolate_toward_start(embedder, alpha, start)
-        log.info("train: WiSE-FT, the saved model is %.2f x trained + %.2f x starting weights", alpha, 1 - alpha)
-    embedder.eval()
-    paths = {"model": str(save_embedder(embedder, out_dir / "model"))}
-    for fmt in EXPORT_FORMATS:
-        paths[fmt] = str(export_embedder(embedder, out_dir / "export" / fmt, fmt))
-    return paths
-
-
 def _clear_stale(stage: StageRun, digest: str) -> None:
     """Metrics and attempts of a run with another config must not mix with this one's, here or in the run's store
     where workers read them (checkpoints are kept: each carries its config hash and only matching ones resume)."""
@@ -173,13 +149,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
     with result.checkpoint.as_directory() as ckpt:
         final = read_state(Path(ckpt))
-        chosen, selection = Path(ckpt), None
-        if config.train.select_checkpoint:
-            candidates = run_checkpoints(stage.dir / RAY_DIR, digest)
-            scores = score_checkpoints(config, run_dir, candidates)
-            chosen, selection = candidates[best_step(scores)], {"scores": scores, "selected_step": best_step(scores)}
-            log.info("train: checkpoint at step %d selected on the validation slice", best_step(scores))
-        paths = finalize(config, chosen, stage.dir)
+    paths, selection = finish_training(config, stage, run_dir, digest, final.global_step)
     plot = plot_curves(stage.dir / METRICS_CSV, stage.dir / "curves.png")
     rows = read_rows(stage.dir / METRICS_CSV)
     total = stage_bounds(config.train.stages)[-1][1]

@@ -8,7 +8,6 @@ training (NV-Embed 4.3's synthetic data, held out by document) and the best one 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from embedforge.config import EmbedforgeConfig
@@ -23,8 +22,11 @@ def best_step(scores: dict[int, float]) -> int:
     return max(scores, key=lambda step: (scores[step], step))
 
 
-def score_checkpoints(config: EmbedforgeConfig, run_dir: Path, checkpoints: dict[int, Path]) -> dict[int, float]:
-    """nDCG@10 of each checkpoint on the validation slice (its queries over a seeded sample of the collection)."""
+def score_checkpoints(
+    config: EmbedforgeConfig, run_dir: Path, checkpoints: dict[int, Path], threads: int
+) -> dict[int, float]:
+    """nDCG@10 of each checkpoint on the validation slice (its queries over a seeded sample of the collection),
+    encoding with `threads` torch threads."""
     import torch
 
     from embedforge.evaluate.registry import HELDOUT_TASK, build_task
@@ -34,10 +36,10 @@ def score_checkpoints(config: EmbedforgeConfig, run_dir: Path, checkpoints: dict
     task = build_task(HELDOUT_TASK, config.evaluate, run_dir).limit_corpus(SELECTION_CORPUS, config.evaluate.seed)
     embedder = build_trainable(config)
     scores = {}
-    # the job's driver runs with OMP_NUM_THREADS=1 (Ray's setting for a process that reserved no CPUs); scoring
-    # follows training, so the CPUs its workers held are free: 1 thread made selection 2x slower on 2 cores
+    # a Ray worker's torch may have started with another thread count (workers are reused): 1 thread made
+    # selection 2x slower on 2 cores
     previous = torch.get_num_threads()
-    torch.set_num_threads(selection_threads(config))
+    torch.set_num_threads(threads)
     try:
         for step, folder in checkpoints.items():
             load_weights(folder, embedder)
@@ -48,9 +50,3 @@ def score_checkpoints(config: EmbedforgeConfig, run_dir: Path, checkpoints: dict
     finally:
         torch.set_num_threads(previous)
     return scores
-
-
-def selection_threads(config: EmbedforgeConfig) -> int:
-    """The CPUs training reserved (now released), at most this machine's."""
-    reserved = int(config.train.cpus_per_worker * config.train.num_workers)
-    return max(1, min(reserved, os.cpu_count() or 1))

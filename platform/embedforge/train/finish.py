@@ -1,0 +1,95 @@
+"""The end of training, in a Ray task that holds what one training worker held: checkpoint selection on the
+validation slice (`train.select_checkpoint`), WiSE-FT, saving and exporting the trained model.
+
+On a GPU cluster the job's driver runs on a CPU head with no room for a 7B model, so this work goes where the
+training workers ran: the task reserves one worker's CPUs, a GPU when training used them, and `train.resources`
+(the node group training is pinned to). It works on the run in its own node's mirror when the run is in object
+storage (`runs.store.staged`: pulled before, pushed after), so the driver then pulls only the model and exports.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from embedforge.config import EmbedforgeConfig
+from embedforge.model.export import export_embedder
+from embedforge.model.persistence import save_embedder
+from embedforge.runs.stage import StageRun
+from embedforge.runs.store import staged
+from embedforge.train.checkpoint import load_weights, run_checkpoints
+from embedforge.train.selection import best_step, score_checkpoints
+from embedforge.train.wise_ft import interpolate_toward_start
+from embedforge.train.worker import RAY_DIR
+
+log = logging.getLogger(__name__)
+STAGE = "train"
+EXPORT_FORMATS = ("merged", "sentence_transformers")
+OUTPUTS = ("model", "export")  # what finishing writes into the train folder, and the driver pulls
+
+
+def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> dict[str, str]:
+    """Load the final checkpoint into a fresh trainable embedder, mix it with the starting model when
+    `train.wise_ft_alpha` < 1 (WiSE-FT), save it and export it."""
+    from embedforge.train.trainable import build_trainable
+
+    embedder = build_trainable(config)
+    load_weights(checkpoint_dir, embedder)
+    alpha = config.train.wise_ft_alpha
+    if alpha < 1:
+        start = None if config.model.lora.enabled else build_trainable(config)
+        interpolate_toward_start(embedder, alpha, start)
+        log.info("train: WiSE-FT, the saved model is %.2f x trained + %.2f x starting weights", alpha, 1 - alpha)
+    embedder.eval()
+    paths = {"model": str(save_embedder(embedder, out_dir / "model"))}
+    for fmt in EXPORT_FORMATS:
+        paths[fmt] = str(export_embedder(embedder, out_dir / "export" / fmt, fmt))
+    return paths
+
+
+def select_and_finalize(
+    config: EmbedforgeConfig, run_dir: Path, digest: str, final_step: int, threads: int
+) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """In the local run dir `run_dir`: pick the checkpoint (the best on the validation slice, or the final one),
+    then finalize it. Returns the written paths relative to `run_dir`, and the selection record (None without
+    selection)."""
+    train_dir = run_dir / STAGE
+    candidates = run_checkpoints(train_dir / RAY_DIR, digest)
+    if final_step not in candidates:
+        raise RuntimeError(f"train: no checkpoint of step {final_step} under {train_dir / RAY_DIR}")
+    chosen, selection = candidates[final_step], None
+    if config.train.select_checkpoint:
+        scores = score_checkpoints(config, run_dir, candidates, threads)
+        step = best_step(scores)
+        chosen, selection = candidates[step], {"scores": scores, "selected_step": step}
+        log.info("train: checkpoint at step %d selected on the validation slice", step)
+    paths = finalize(config, chosen, train_dir)
+    return {name: str(Path(path).relative_to(run_dir)) for name, path in paths.items()}, selection
+
+
+def _finish_task(config: dict[str, Any], run_ref: str, digest: str, final_step: int) -> tuple[dict, dict | None]:
+    import ray
+
+    threads = max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1)))
+    with staged(run_ref) as local:
+        return select_and_finalize(EmbedforgeConfig.model_validate(config), local, digest, final_step, threads)
+
+
+def finish_training(
+    config: EmbedforgeConfig, stage: StageRun, run_dir: Path, digest: str, final_step: int
+) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """Run `select_and_finalize` as a Ray task with one training worker's resources and wait for it; returns the
+    absolute paths it wrote in this run dir and the selection record."""
+    import ray
+
+    train = config.train
+    run_ref = stage.store.uri if stage.store is not None else str(run_dir)
+    task = ray.remote(_finish_task).options(
+        num_cpus=train.cpus_per_worker, num_gpus=1 if train.use_gpu else 0, resources=train.resources
+    )
+    relative, selection = ray.get(task.remote(config.model_dump(mode="json"), run_ref, digest, final_step))
+    if stage.store is not None:  # what the task pushed from its node's mirror
+        for name in OUTPUTS:
+            stage.store.pull(stage.dir / name, f"{STAGE}/{name}", exact=True)
+    return {name: str(run_dir / rel) for name, rel in relative.items()}, selection
