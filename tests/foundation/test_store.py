@@ -84,6 +84,12 @@ def test_staged_run_dir_pulls_first_and_pushes_even_when_the_stage_fails(s3_buck
         raise RuntimeError("stage broke")
     assert sorted(RunStore(uri).files()) == ["synth/manifest.json", "synth/part.txt"]
 
+    # published teacher vectors stay in the store: no mirror pulls them, and no push deletes them
+    RunStore(uri).write_bytes("embeddings/ns/shard.keys.npy", b"keys")
+    with staged(uri) as local:
+        assert not (local / "embeddings").exists()
+    assert "embeddings/ns/shard.keys.npy" in RunStore(uri).files()
+
     # another node (its own scratch) sees the run from the store alone
     os.environ["EMBEDFORGE_SCRATCH"] = str(tmp_path / "node-b")
     with staged(uri) as elsewhere:

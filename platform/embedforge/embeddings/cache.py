@@ -73,6 +73,7 @@ class EmbeddingCache:
             _atomic_save(identity_file, lambda p: p.write_text(identity))
         self._index: dict[bytes, tuple[str, int]] = {}
         self._seen: set[str] = set()
+        self._published_to: set[str] = set()  # where `publish` has put the identity already
 
     def keys(self, texts: Sequence[str]) -> list[bytes]:
         return [text_key(self.identity, t) for t in texts]
@@ -117,7 +118,11 @@ class EmbeddingCache:
         from embedforge.runs.store import RunStore
 
         store = RunStore(uri)
-        for name in ("identity.json", f"{shard}.vecs.npy", f"{shard}.keys.npy"):
+        names = [f"{shard}.vecs.npy", f"{shard}.keys.npy"]
+        if uri not in self._published_to:
+            names.insert(0, "identity.json")
+            self._published_to.add(uri)
+        for name in names:
             store.put(self.dir / name, f"{self.dir.name}/{name}")
 
     def get(self, texts: Sequence[str]) -> np.ndarray:

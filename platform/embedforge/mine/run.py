@@ -41,12 +41,10 @@ from embedforge.mine.teachers.dense import dense_identity
 from embedforge.mine.teachers.lexical import BM25Teacher
 from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
+from embedforge.runs.store import PUBLISHED_EMBEDDINGS
 
 log = logging.getLogger(__name__)
 STAGE = "mine"
-# teacher vectors of a run in object storage, by encoder identity (valid whatever the mining config): a folder of the
-# run, not of the stage, so a changed config keeps them
-PUBLISHED_EMBEDDINGS = "embeddings"
 COPY_CHUNK = 8192
 
 

@@ -29,6 +29,11 @@ STORE_MARKER = ".store-uri"  # in a mirror's root: the URI it mirrors
 _COPY_CHUNK = 8 * 2**20
 
 
+# mining's teacher vectors of a run (`RUN/embeddings`): the actors publish them to the store and the mining driver
+# pulls them into its embedding cache (`embeddings.cache.pull_published`), so no stage's mirror holds a copy
+PUBLISHED_EMBEDDINGS = "embeddings"
+NOT_MIRRORED = (f"{PUBLISHED_EMBEDDINGS}/",)
+
 STORE_SCHEMES = ("s3://", "gs://", "gcs://", "hdfs://", "viewfs://", "abfs://", "abfss://")
 
 
@@ -164,7 +169,8 @@ def store_of(run_dir: str | Path) -> RunStore | None:
 @contextmanager
 def staged(run_dir: str | Path) -> Iterator[Path]:
     """The local folder to run a stage in: `run_dir` itself when local; for a URI, its mirror on this node,
-    pulled from the store first and pushed back when the block ends, whether it succeeded or not."""
+    pulled from the store first (all but `NOT_MIRRORED`) and pushed back when the block ends, whether it
+    succeeded or not."""
     if not is_remote(run_dir):
         local = Path(run_dir).expanduser().resolve()
         local.mkdir(parents=True, exist_ok=True)
@@ -172,8 +178,8 @@ def staged(run_dir: str | Path) -> Iterator[Path]:
         return
     store = RunStore(str(run_dir))
     local = mirror_of(store.uri)
-    listing = store.files()
-    present = set(listing)
+    listing = {rel: info for rel, info in store.files().items() if not rel.startswith(NOT_MIRRORED)}
+    present = set(listing)  # what the store keeps unmirrored is never deleted by a push either
     pulled = store.pull(local, remote=listing)
     log.info("run dir %s: mirror %s, %d file(s) pulled", store.uri, local, pulled)
     try:
