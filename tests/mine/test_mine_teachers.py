@@ -75,6 +75,27 @@ def test_sentence_transformers_teacher_prefixes_and_symmetric_documents(minilm_d
     assert dense_identity(config, "document", None) != dense_identity(config, "document", "Retrieve")
 
 
+def test_sentence_transformers_teacher_encodes_bare_texts_unpadded_with_the_same_vectors(minilm_dir):
+    """Texts without a prefix skip the padding tokens; the vectors are sentence-transformers' own, whatever the
+    batch's lengths and the truncation at the teacher's max_length."""
+    from sentence_transformers import SentenceTransformer
+
+    config = TeacherConfig(kind="sentence_transformers", model=str(minilm_dir), max_length=12)
+    teacher = SentenceTransformerTeacher(config)
+    assert teacher.unpadded is not None
+    texts = ["Spiders.", "Spiders have eight legs and most of them spin silk to build webs for their prey.", "Silk"]
+    reference = SentenceTransformer(str(minilm_dir), device="cpu")
+    reference.max_seq_length = 12
+    expected = reference.encode(texts, batch_size=2, normalize_embeddings=True)
+    np.testing.assert_allclose(teacher.encode_documents(texts, batch_size=2), expected, atol=1e-5)
+    prefixed = SentenceTransformerTeacher(config.model_copy(update={"query_prefix": "query: "}))
+    np.testing.assert_allclose(
+        prefixed.encode_queries(texts),
+        reference.encode(["query: " + t for t in texts], normalize_embeddings=True),
+        atol=1e-5,
+    )
+
+
 def test_teacher_config_errors_name_the_problem():
     with pytest.raises(ValueError, match="needs a 'model'"):
         TeacherConfig(kind="cross_encoder")

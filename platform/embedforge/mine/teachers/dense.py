@@ -17,23 +17,29 @@ from embedforge.model.protocol import TextEncoder
 class SentenceTransformerTeacher:
     """A sentence-transformers folder as a `TextEncoder`, with the teacher's query / document prefixes.
 
-    Symmetric tasks (documents given the task) encode documents exactly like queries (NV-Embed 4)."""
+    Symmetric tasks (documents given the task) encode documents exactly like queries (NV-Embed 4). Texts without a
+    prefix go through a BERT-family model (all-MiniLM-L6-v2) without their padding tokens (`model/unpadded.py`):
+    the same vectors as sentence-transformers' `encode`, about 1.2x as fast on a CPU."""
 
     def __init__(self, teacher: TeacherConfig, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
 
+        from embedforge.model.unpadded import UnpaddedBert
         from embedforge.models.bundled import resolve_model
 
         self.name = teacher.model or ""
         self.teacher = teacher
         self.model = SentenceTransformer(str(resolve_model(self.name)), device=device)
         self.model.max_seq_length = min(teacher.max_length, self.model.max_seq_length or teacher.max_length)
+        self.unpadded = UnpaddedBert.of(self.model)
 
     @property
     def dimension(self) -> int:
         return int(self.model.get_embedding_dimension())
 
     def _encode(self, texts: Sequence[str], prefix: str, batch_size: int) -> np.ndarray:
+        if self.unpadded is not None and not prefix:
+            return self.unpadded.encode(texts, batch_size)
         vectors = self.model.encode(
             [prefix + t for t in texts],
             batch_size=batch_size,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
 
 
@@ -14,11 +13,15 @@ class BM25Teacher:
     def __init__(self, corpus: Sequence[str]) -> None:
         if not corpus:
             raise ValueError("BM25 needs a non-empty corpus")
+        import bm25s  # with numba and scipy about 90 MiB: loaded by runs with a BM25 teacher, not by every miner
+
         self.retriever = bm25s.BM25()
         self.retriever.index(bm25s.tokenize(list(corpus), stopwords="en", show_progress=False), show_progress=False)
         self.size = len(corpus)
 
     def scores(self, query: str) -> np.ndarray:
+        import bm25s
+
         tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
         if not tokens:
             return np.zeros(self.size, dtype=np.float32)
