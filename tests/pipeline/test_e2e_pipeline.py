@@ -53,6 +53,11 @@ pytestmark = pytest.mark.slow
 class Head:
     dashboard: str
     env: dict[str, str]
+    proc: subprocess.Popen
+
+    def stop(self) -> None:
+        _stop(self.proc)
+        shutil.rmtree(self.env["RAY_NODE_TMP"], ignore_errors=True)
 
 
 def _free_port() -> int:
@@ -165,9 +170,9 @@ def head(tmp_path_factory, s3_server):
     folder = tmp_path_factory.mktemp("head")
     env = _node_env(s3_server, folder)
     proc, dashboard, _ = _node_with_retries(env, folder, "ray-start")
-    yield Head(dashboard, env)
-    _stop(proc)
-    shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
+    started = Head(dashboard, env, proc)
+    yield started
+    started.stop()
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +218,11 @@ PINNED = [
 
 
 @pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory, s3_server):
+def three_nodes(tmp_path_factory, s3_server, single_node_run, head):
     """A head and two nodes started with `ray start`, each with its own environment: scratch, cache, and the
-    custom resource that stages are pinned to."""
+    custom resource that stages are pinned to. The one-node cluster has served its run by then and is stopped
+    first: the two clusters would share this machine's two cores."""
+    head.stop()
     prepare(bundled_models(load_config(REPO / TINY)))
     root = tmp_path_factory.mktemp("three-nodes")
     folders = {name: root / name for name in ("head", *NODE_RESOURCES)}
