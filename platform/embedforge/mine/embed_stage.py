@@ -22,7 +22,7 @@ from embedforge.cluster.device import assigned_device, model_dtype, record_usage
 from embedforge.cluster.heap import release_freed_memory
 from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import EmbeddingCache, pull_published
-from embedforge.mine.teachers.dense import dense_identity, encode_side, load_dense_teacher
+from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
 
 log = logging.getLogger(__name__)
 EmbedRequest = tuple[str, str, str | None]  # (text, side, instruction)
@@ -46,7 +46,7 @@ class EmbedActor:
         self.cache_root = cache_root
         self.publish = publish
         self.caches: dict[str, EmbeddingCache] = {}
-        self.identities: dict[tuple[str, str | None], str] = {}
+        self.identity = DenseIdentity(self.teacher)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         groups: dict[tuple[str, str | None], list[str]] = {}
@@ -56,9 +56,7 @@ class EmbedActor:
             groups.setdefault((str(side), str(instruction) if instructed else None), []).append(str(text))
         encoded = 0
         for (side, instruction), texts in groups.items():
-            if (side, instruction) not in self.identities:  # fingerprints the teacher's files: once per actor
-                self.identities[side, instruction] = dense_identity(self.teacher, side, instruction)
-            identity = self.identities[side, instruction]
+            identity = self.identity(side, instruction)
             cache = self.caches.setdefault(identity, EmbeddingCache(self.cache_root, identity))
             todo = [texts[i] for i in cache.missing(texts)]
             if todo:
@@ -75,13 +73,10 @@ class EmbedActor:
 
 def pending(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str) -> list[EmbedRequest]:
     """The distinct requests whose vectors are not cached yet."""
-    by_side: dict[tuple[str, str | None], list[EmbedRequest]] = {}
-    for req in dict.fromkeys(requests):
-        by_side.setdefault((req[1], req[2]), []).append(req)
-    # an identity fingerprints the teacher's files: once per (side, instruction), not once per text
+    identity = DenseIdentity(teacher)
     by_identity: dict[str, list[EmbedRequest]] = {}
-    for (side, instruction), reqs in by_side.items():
-        by_identity.setdefault(dense_identity(teacher, side, instruction), []).extend(reqs)
+    for req in dict.fromkeys(requests):
+        by_identity.setdefault(identity(req[1], req[2]), []).append(req)
     out: list[EmbedRequest] = []
     for identity, reqs in by_identity.items():
         cache = EmbeddingCache(cache_root, identity)

@@ -37,7 +37,7 @@ from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
 from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
 from embedforge.mine.selection import merge_negatives
 from embedforge.mine.stats import MiningStats
-from embedforge.mine.teachers.dense import dense_identity
+from embedforge.mine.teachers.dense import DenseIdentity
 from embedforge.mine.teachers.lexical import BM25Teacher
 from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
@@ -115,7 +115,8 @@ def plan_sources(
 def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path, config: EmbedforgeConfig) -> DenseView:
     """Corpus vectors copied chunk by chunk from the cache into a `.npy` file (written, not mapped, so no more than
     a chunk is in memory), read back as a read-only memory map and searched through `corpus_index`."""
-    doc_cache = EmbeddingCache(root, dense_identity(teacher, "document", pool.doc_instruction))
+    identity = DenseIdentity(teacher)
+    doc_cache = EmbeddingCache(root, identity("document", pool.doc_instruction))
     dim = doc_cache.get(pool.corpus[:1]).shape[1]
     work.parent.mkdir(parents=True, exist_ok=True)
     with work.open("wb") as f:
@@ -132,8 +133,8 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
         for i, (instruction, _) in enumerate(keys):
             by_instruction.setdefault(instruction, []).append(i)
         for instruction, rows in by_instruction.items():
-            identity = dense_identity(teacher, "query", instruction)
-            cache = query_caches.setdefault(identity, EmbeddingCache(root, identity))
+            query_identity = identity("query", instruction)
+            cache = query_caches.setdefault(query_identity, EmbeddingCache(root, query_identity))
             out[rows] = cache.get([keys[i][1] for i in rows])
         return out
 

@@ -70,16 +70,30 @@ def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncod
     raise ValueError(f"teacher kind {teacher.kind!r} is not a dense embedder")
 
 
-def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -> str:
-    """Cache identity of one side: queries always carry the instruction; documents only for symmetric tasks.
+class DenseIdentity:
+    """Cache identities of one teacher's sides: queries always carry the instruction; documents only for symmetric
+    tasks. The teacher's weights fingerprint is part of each: a teacher replaced at the same path misses the cache.
+    Fingerprinting walks the teacher's folder and stats every file, so it is done once, here, not once per text or
+    batch; `identity(side, instruction)` is then a few string operations."""
 
-    The teacher's weights fingerprint is part of it: a teacher replaced at the same path misses the cache."""
-    model = model_fingerprint(teacher.model or "")
-    if teacher.kind == "sentence_transformers":
-        prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
-        return encoder_identity(model, "sentence_transformers", prefix, side, max_length=str(teacher.max_length))
-    settings = {"model_settings": teacher.embedder_config.model_dump_json()} if teacher.embedder_config else {}
-    return encoder_identity(model, "embedforge", instruction or "", side, **settings)
+    def __init__(self, teacher: TeacherConfig) -> None:
+        self.teacher = teacher
+        self.model = model_fingerprint(teacher.model or "")
+        self.settings = {"model_settings": teacher.embedder_config.model_dump_json()} if teacher.embedder_config else {}
+
+    def __call__(self, side: str, instruction: str | None) -> str:
+        teacher = self.teacher
+        if teacher.kind == "sentence_transformers":
+            prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
+            return encoder_identity(
+                self.model, "sentence_transformers", prefix, side, max_length=str(teacher.max_length)
+            )
+        return encoder_identity(self.model, "embedforge", instruction or "", side, **self.settings)
+
+
+def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -> str:
+    """The cache identity of one side of `teacher`, fingerprinting it now (`DenseIdentity` fingerprints once)."""
+    return DenseIdentity(teacher)(side, instruction)
 
 
 def encode_side(

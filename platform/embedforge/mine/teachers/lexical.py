@@ -15,14 +15,13 @@ class BM25Teacher:
             raise ValueError("BM25 needs a non-empty corpus")
         import bm25s  # with numba and scipy about 90 MiB: loaded by runs with a BM25 teacher, not by every miner
 
+        self.tokenize = bm25s.tokenize
         self.retriever = bm25s.BM25()
         self.retriever.index(bm25s.tokenize(list(corpus), stopwords="en", show_progress=False), show_progress=False)
         self.size = len(corpus)
 
     def scores(self, query: str) -> np.ndarray:
-        import bm25s
-
-        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        tokens = self.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
         if not tokens:
             return np.zeros(self.size, dtype=np.float32)
         return np.asarray(self.retriever.get_scores(tokens), dtype=np.float32)
