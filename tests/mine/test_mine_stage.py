@@ -256,3 +256,22 @@ def test_round_trip_consistency_drops_and_counts_queries_that_miss_their_documen
     assert len(examples) == stats["examples"] < reference["manifest"]["counts"]["examples"]
     for ex in examples:
         assert ex.positive_score > max(ex.negative_scores)
+
+
+def test_teacher_actors_encode_on_their_main_thread(ray_cluster):
+    import numpy as np
+    import ray
+
+    from embedforge.mine.embed_stage import teacher_pool
+
+    class WhichThread:  # defined here so that Ray ships it by value to the actor
+        def __call__(self, batch: dict) -> dict:
+            return {"main": np.full(len(batch["id"]), threading.current_thread() is threading.main_thread())}
+
+    def ran_on_main(compute) -> set[bool]:
+        ds = ray.data.range(8).map_batches(WhichThread, batch_size=4, compute=compute, num_cpus=1)
+        return {bool(row["main"]) for row in ds.take_all()}
+
+    assert ran_on_main(teacher_pool(1)) == {True}
+    # Ray Data's default hands batches to a second thread, where torch's CPU kernels run slower
+    assert ran_on_main(ray.data.ActorPoolStrategy(size=1)) == {False}

@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from embedforge.cluster.heap import release_freed_memory
 from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import EmbeddingCache, pull_published
 from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
+
+if TYPE_CHECKING:
+    import ray
 
 log = logging.getLogger(__name__)
 EmbedRequest = tuple[str, str, str | None]  # (text, side, instruction)
@@ -69,6 +73,19 @@ class EmbedActor:
             record_usage(self.usage_dir, self.device, model_dtype(self.encoder))
         release_freed_memory()  # the actor's memory stays flat over a large corpus (cluster/heap.py)
         return {"encoded": np.array([encoded], dtype=np.int64), "rows": np.array([len(batch["text"])])}
+
+
+def teacher_pool(size: int) -> ray.data.ActorPoolStrategy:
+    """A Ray Data pool of `size` teacher actors that encode each batch on the actor's main thread.
+
+    By default Ray Data hands a callable class's batches to a second thread of the actor, so that fetching and
+    slicing the next block overlaps the call. torch's CPU kernels run slower there: on this project's 2-core
+    machine MiniLM encoded 1.2x fewer texts a second from a second thread than from the main one (OpenMP keeps a
+    thread team per calling thread), and mining 38,752 texts took 154 s of Ray Data time instead of 133 s
+    (benchmarks/results/mine.json). Encoding dominates a batch, so there is little to overlap."""
+    import ray
+
+    return ray.data.ActorPoolStrategy(size=size, enable_true_multi_threading=True)
 
 
 def pending(requests: Iterable[EmbedRequest], teacher: TeacherConfig, cache_root: str) -> list[EmbedRequest]:
@@ -125,7 +142,7 @@ def embed_into_cache(
             "publish": publish,
         },
         batch_size=teacher.batch_size,
-        compute=ray.data.ActorPoolStrategy(size=teacher.concurrency),
+        compute=teacher_pool(teacher.concurrency),
         num_cpus=teacher.num_cpus,
         num_gpus=teacher.num_gpus,
         resources=teacher.resources,
