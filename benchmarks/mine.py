@@ -5,10 +5,10 @@ Both mine the same WikiQA questions (`--queries` train examples) over the same c
 candidates (1x) enlarged to 4x and 16x with other real texts from the shared data (tweets, emotion and banking77
 texts, which embedforge takes through `mine.corpus`). Same teacher (all-MiniLM-L6-v2), same selection
 (TopK-PercPos 0.95 = relative_margin 0.05, top 7 of 30 candidates, sampling `top`), same forward-pass size
-(`--forward-batch`: embedforge's `micro_batch_size` inside 64-row Ray Data batches, and sentence-transformers'
-`batch_size`). embedforge's `mine.search_memory_mb` is set small (`--search-memory-mb`, 4 MiB: about 2,700
-MiniLM vectors), so the larger corpora are searched block by block from disk, as a corpus past the default 1 GiB
-budget would be.
+(`--forward-batch`: embedforge's `micro_batch_size` inside each teacher actor call of `--rows-per-call` texts, its
+`batch_size`, and sentence-transformers' `batch_size`). embedforge's `mine.search_memory_mb` is set small
+(`--search-memory-mb`, 4 MiB: about 2,700 MiniLM vectors), so the larger corpora are searched block by block from
+disk, as a corpus past the default 1 GiB budget would be.
 
 Each system runs in its own child process (fresh embedding cache, so nothing is reused), timed from start to exit
 (imports, data loading, model load, Ray start and shutdown included). The parent samples the child's whole
@@ -23,6 +23,7 @@ query texts per second (goal >= 1.0x) and the overlap of the negatives chosen fo
 Writes benchmarks/results/mine.json and mine.png.
 
     .venv/bin/python benchmarks/mine.py [--queries 250] [--scales 1,4,16] [--actors 1] [--actor-cpus 2]
+        [--rows-per-call 64] [--experiment NAME]
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _config(args: argparse.Namespace, cache: Path):
     teacher = {
         "kind": "sentence_transformers",
         "model": TEACHER,
-        "batch_size": 64,
+        "batch_size": args.rows_per_call,
         "micro_batch_size": args.forward_batch,
         "concurrency": args.actors,
         "num_cpus": args.actor_cpus,
@@ -224,7 +225,8 @@ def run_child(system: str, args: argparse.Namespace, workdir: Path, extra: Path 
     out.parent.mkdir(parents=True)
     cmd = [sys.executable, __file__, "--worker", system, "--out", str(out), "--queries", str(args.queries)]
     cmd += ["--actors", str(args.actors), "--actor-cpus", str(args.actor_cpus)]
-    cmd += ["--forward-batch", str(args.forward_batch), "--search-memory-mb", str(args.search_memory_mb)]
+    cmd += ["--forward-batch", str(args.forward_batch), "--rows-per-call", str(args.rows_per_call)]
+    cmd += ["--search-memory-mb", str(args.search_memory_mb)]
     cmd += ["--extra", str(extra)] if extra else []
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a private cluster, inside the tree
     started = time.perf_counter()
@@ -324,7 +326,11 @@ def main() -> None:
     parser.add_argument("--actors", type=int, default=1, help="embedforge embedding actors")
     parser.add_argument("--actor-cpus", type=int, default=2, help="CPUs (torch threads) of each actor")
     parser.add_argument("--forward-batch", type=int, default=16, help="texts per forward pass, both systems")
+    parser.add_argument(
+        "--rows-per-call", type=int, default=64, help="embedforge: texts per teacher actor call (batch_size)"
+    )
     parser.add_argument("--search-memory-mb", type=int, default=4, help="embedforge's mine.search_memory_mb")
+    parser.add_argument("--experiment", help="record the run as this named experiment beside the main result")
     parser.add_argument("--worker", choices=["embedforge", "st"])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--extra", type=Path, help="(worker) extra documents, JSONL")
@@ -332,7 +338,7 @@ def main() -> None:
     if args.worker:
         (worker_embedforge if args.worker == "embedforge" else worker_st)(args, args.out)
         return
-    from common import RESULTS, machine_info, write_result
+    from common import RESULTS, machine_info, previous_result, record_experiment, write_result
 
     machine = machine_info()
     scales = sorted({int(s) for s in args.scales.split(",")})
@@ -357,6 +363,7 @@ def main() -> None:
             "embedforge_actor_cpus": args.actor_cpus,
             "sentence_transformers_threads": 2,
             "forward_batch": args.forward_batch,
+            "rows_per_call": args.rows_per_call,
             "search_memory_mb": args.search_memory_mb,
             "memory": "peak summed PSS of the process tree (Ray cluster included); job: less Ray's daemons",
         },
@@ -377,8 +384,12 @@ def main() -> None:
             "negative_overlap": ">= 0.95",
         },
     }
-    path = write_result("mine", payload)
-    plot(measured, RESULTS / "mine.png")
+    if args.experiment:  # a variant of the settings: kept beside the benchmark's own result, which stays
+        entry = {"date": machine["date"], "settings": payload["settings"], "ratios": payload["ratios"]}
+        path = record_experiment("mine", args.experiment, entry, payload["goals"])
+    else:
+        path = write_result("mine", payload | {"experiments": previous_result("mine").get("experiments", {})})
+        plot(measured, RESULTS / "mine.png")
     print(json.dumps(payload["ratios"], indent=2), f"\nwritten {path}")
 
 
