@@ -52,10 +52,13 @@ def _check(name: str, payload: dict[str, Any]) -> None:
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:
     """Write `payload` to benchmarks/results/<name>.json. It must hold "ratios" (name -> number) and "goals"
-    (name -> target); "machine" and "date" are filled in when the payload does not carry them."""
+    (name -> target); "machine" and "date" are filled in when the payload does not carry them, and the
+    experiments recorded in the file so far (`record_experiment`) stay unless the payload carries its own."""
     _check(name, payload)
     machine = payload.get("machine") or machine_info()
-    payload = {"name": name, "date": machine["date"], "machine": machine, **payload}
+    experiments = previous_result(name).get("experiments")
+    kept = {"experiments": experiments} if experiments and "experiments" not in payload else {}
+    payload = {"name": name, "date": machine["date"], "machine": machine, **payload, **kept}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     tmp = path.with_name(f".{path.name}.tmp")

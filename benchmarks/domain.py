@@ -91,7 +91,7 @@ def main() -> None:
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import torch
-    from common import machine_info, previous_result, record_experiment, write_result
+    from common import machine_info, record_experiment, write_result
 
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
@@ -142,11 +142,9 @@ def main() -> None:
         entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios}
         print(record_experiment("domain", args.experiment, entry, goals).read_text())
         return
-    previous = previous_result("domain")
     path = write_result(
         "domain",
         {
-            **({"experiments": previous["experiments"]} if "experiments" in previous else {}),
             "machine": machine,
             "config": str(CONFIG.relative_to(CONFIG.parents[1])),
             "overrides": args.overrides,

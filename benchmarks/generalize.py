@@ -231,7 +231,6 @@ def main() -> None:
     path = write_result(
         "generalize",
         {
-            **({"experiments": previous["experiments"]} if "experiments" in previous else {}),
             "machine": machine,
             **recipe,
             "protocol": protocol,

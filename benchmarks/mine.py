@@ -338,7 +338,7 @@ def main() -> None:
     if args.worker:
         (worker_embedforge if args.worker == "embedforge" else worker_st)(args, args.out)
         return
-    from common import RESULTS, machine_info, previous_result, record_experiment, write_result
+    from common import RESULTS, machine_info, record_experiment, write_result
 
     machine = machine_info()
     scales = sorted({int(s) for s in args.scales.split(",")})
@@ -388,7 +388,7 @@ def main() -> None:
         entry = {"date": machine["date"], "settings": payload["settings"], "ratios": payload["ratios"]}
         path = record_experiment("mine", args.experiment, entry, payload["goals"])
     else:
-        path = write_result("mine", payload | {"experiments": previous_result("mine").get("experiments", {})})
+        path = write_result("mine", payload)
         plot(measured, RESULTS / "mine.png")
     print(json.dumps(payload["ratios"], indent=2), f"\nwritten {path}")
 

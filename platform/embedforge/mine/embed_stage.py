@@ -79,9 +79,10 @@ def teacher_pool(size: int) -> ray.data.ActorPoolStrategy:
     """A Ray Data pool of `size` teacher actors that encode each batch on the actor's main thread.
 
     By default Ray Data hands a callable class's batches to a second thread of the actor, so that fetching and
-    slicing the next block overlaps the call. torch's CPU kernels run slower there: on this project's 2-core
-    machine MiniLM encoded 1.2x fewer texts a second from a second thread than from the main one (OpenMP keeps a
-    thread team per calling thread), and mining 38,752 texts took 154 s of Ray Data time instead of 133 s
+    slicing the next block overlaps the call. torch's CPU kernels run slower there once the main thread has run
+    torch work (the actor's constructor loads the model; OpenMP then keeps a thread team for each of the two
+    threads): on this project's 2-core machine MiniLM encoded 1.2x fewer texts a second from the second thread
+    than from the main one, and mining 38,752 texts took 154 s of Ray Data time instead of 133 s
     (benchmarks/results/mine.json). Encoding dominates a batch, so there is little to overlap."""
     import ray
 
