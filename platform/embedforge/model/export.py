@@ -23,6 +23,7 @@ from typing import Any
 
 from embedforge.model.card import render_card
 from embedforge.model.embedder import Embedder
+from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.model.loading import EXPORT_MANIFEST
 from embedforge.model.lora import merged_copy
 from embedforge.model.persistence import write_folder
@@ -30,7 +31,6 @@ from embedforge.model.st_encoder import write_instructions
 from embedforge.model.st_standard import st_prompts, write_standard_modules
 
 log = logging.getLogger(__name__)
-FORMATS = ("merged", "sentence_transformers")
 
 
 def _write_custom_module(embedder: Embedder, directory: Path) -> None:
@@ -86,8 +86,8 @@ def _export_sentence_transformers(embedder: Embedder, directory: Path) -> str | 
 
 def export_embedder(embedder: Embedder, directory: Path, format: str, card: dict[str, Any] | None = None) -> Path:
     """Write `embedder` to `directory` as `format` (see module docstring) with a model card; returns `directory`."""
-    if format not in FORMATS:
-        raise ValueError(f"unknown export format {format!r}; use one of {FORMATS}")
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {format!r}; use one of {EXPORT_FORMATS}")
     directory.mkdir(parents=True, exist_ok=True)
     custom_reason = None
     if format == "merged":

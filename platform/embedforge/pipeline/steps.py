@@ -17,11 +17,11 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
+from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.pipeline.deploy_guard import DeployDecision, decide
 from embedforge.pipeline.probe import probe_endpoint
 from embedforge.runs.store import store_of
 
-EXPORT_FORMATS = ("merged", "sentence_transformers")
 log = logging.getLogger(__name__)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.model.export import export_embedder
+from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun
 from embedforge.runs.store import staged
@@ -25,7 +26,6 @@ from embedforge.train.worker import RAY_DIR
 
 log = logging.getLogger(__name__)
 STAGE = "train"
-EXPORT_FORMATS = ("merged", "sentence_transformers")
 OUTPUTS = ("model", "export")  # what finishing writes into the train folder, and the driver pulls
 
 
