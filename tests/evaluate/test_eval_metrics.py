@@ -84,3 +84,38 @@ def test_kmeans_v_measure():
     assert metrics.kmeans_v_measure(x, ["p", "q", "p", "q", "r", "r"]) < 0.8
     with pytest.raises(ValueError, match="at least 2 distinct labels"):
         metrics.kmeans_v_measure(x, ["p"] * 6)
+
+
+def test_classification_scores_average_balanced_experiments():
+    """An imbalanced train split where one label is 95 % of the texts: a classifier fit on the whole split predicts
+    the majority label everywhere, MTEB's balanced draws do not (the score separates models)."""
+    from embedforge.data.schema import LabelledText
+    from embedforge.evaluate.scoring import score_task
+    from embedforge.evaluate.tasks import ClassificationTask
+
+    class Lookup:
+        name, dimension = "lookup", 2
+
+        def __init__(self) -> None:
+            self.encoded: list[str] = []
+
+        def encode_queries(self, texts, task=None, batch_size=32, examples=()):
+            self.encoded += texts
+            rng = np.random.default_rng(0)
+            return np.array([[float(t.startswith("pos")), 0.0] for t in texts]) + rng.normal(0, 0.7, (len(texts), 2))
+
+    train = [LabelledText(f"{'pos' if i % 20 == 0 else 'neg'} {i}", "p" if i % 20 == 0 else "n") for i in range(400)]
+    test = [LabelledText(f"{'pos' if i % 2 else 'neg'} test {i}", "p" if i % 2 else "n") for i in range(100)]
+    encoder = Lookup()
+    task = ClassificationTask("c", "", train=train, test=test, samples_per_label=8, experiments=4)
+    scores = score_task(task, encoder)
+    assert scores["experiments"] == 4 and scores["num_test"] == 100
+    assert 16 <= scores["num_train"] <= 64 and len(encoder.encoded) == scores["num_train"] + 100
+    assert scores["accuracy"] > 0.6 and scores["accuracy_std"] >= 0
+    whole = metrics.logistic_regression_accuracy(
+        encoder.encode_queries([x.text for x in train]),
+        [x.label for x in train],
+        encoder.encode_queries([x.text for x in test]),
+        [x.label for x in test],
+    )
+    assert whole < scores["accuracy"]

@@ -162,6 +162,8 @@ def test_config_validation_names_the_problem():
         EvaluateConfig(baselines=["a"], baseline_for_deltas="x")
     with pytest.raises(ValueError, match="test_path only applies to classification"):
         CustomTask(name="t", family="sts", path="p.tsv", test_path="q.tsv")
+    with pytest.raises(ValueError, match="samples_per_label only applies to classification"):
+        CustomTask(name="t", family="clustering", path="p.tsv", samples_per_label=4)
     with pytest.raises(ValueError, match=r"duplicate task names \['t'\]"):
         EvaluateConfig(
             custom_tasks=[CustomTask(name="t", family="sts", path="a"), CustomTask(name="t", family="sts", path="b")]
@@ -188,3 +190,35 @@ def test_provenance_labels_tasks_by_what_the_config_trains_on():
     assert task_provenance("stsb", config) == LEFT_OUT
     assert task_provenance("emotion_clustering", config) == LEFT_OUT
     assert task_provenance(HELDOUT_TASK, config) == LEFT_OUT
+
+
+def test_classification_draws_follow_mteb_protocol():
+    """Every experiment draws at most samples_per_label texts of each label (all of a rarer label), the draws
+    differ between experiments, are seeded, and `limit` bounds the test split only."""
+    train = [LabelledText(f"t{i}", "rare" if i % 10 == 0 else "common") for i in range(200)]
+    test = [LabelledText(f"s{i}", "common") for i in range(50)]
+    task = ClassificationTask("c", "", train=train, test=test, samples_per_label=8, experiments=5)
+    draws = task.training_draws(seed=0)
+    assert len(draws) == 5
+    for draw in draws:
+        labels = [train[i].label for i in draw]
+        assert labels.count("rare") == 8 and labels.count("common") == 8
+    assert len({tuple(d) for d in draws}) == 5
+    assert task.training_draws(seed=0) == draws and task.training_draws(seed=1) != draws
+    few = ClassificationTask("c", "", train=train[:25], test=test, samples_per_label=8, experiments=2)
+    assert all([train[i].label for i in d].count("rare") == 3 for d in few.training_draws())
+    limited = task.limit(20, seed=0)
+    assert limited.train == train and len(limited.test) == 20
+    with pytest.raises(ValueError, match="at least 2 labels"):
+        ClassificationTask("c", "", train=test, test=test).training_draws()
+    with pytest.raises(ValueError, match="must be >= 1"):
+        ClassificationTask("c", "", train=train, test=test, experiments=0)
+
+
+def test_shared_classification_tasks_use_mteb_samples_per_label(shared_data):
+    config = EvaluateConfig(classification_experiments=3)
+    per_label = {
+        n: build_task(n, config).samples_per_label for n in SHARED_TASKS if SHARED_TASKS[n].family == "classification"
+    }
+    assert per_label == {"banking77": 8, "emotion": 16, "tweet_sentiment_extraction": 32, "amazon_counterfactual": 32}
+    assert build_task("emotion", config).experiments == 3

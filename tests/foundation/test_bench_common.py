@@ -108,3 +108,23 @@ def test_generalize_trains_larger_budgets_only_on_this_recipes_data(generalize, 
     other = load_config(str(REPO / "configs" / "local.yaml"), ["mine.selection.num_negatives=3"])
     with pytest.raises(SystemExit, match=r"mine is not a complete mine stage of this recipe"):
         generalize.check_training_data(other, tmp_path)
+
+
+def test_generalize_averages_per_label_and_per_family(generalize):
+    rows = {
+        "sick": {"data": "left out", "backbone": 50.0, "trained": 60.0, "minilm": 80.0, "gain": 10.0},
+        "emotion": {"data": "left out", "backbone": 30.0, "trained": 28.0, "minilm": 40.0, "gain": -2.0},
+        "tweet_sentiment_extraction": {
+            "data": "left out",
+            "backbone": 40.0,
+            "trained": 44.0,
+            "minilm": None,
+            "gain": 4.0,
+        },
+        "stsb": {"data": "in-distribution", "backbone": 50.0, "trained": 70.0, "minilm": 85.0, "gain": 20.0},
+    }
+    out = generalize.averages(rows)
+    assert out["ood_avg_gain"] == 4.0 and out["ood_worst_task_delta"] == -2.0 and out["id_avg_gain"] == 20.0
+    assert out["ood_gain_by_family"] == {"classification": 1.0, "sts": 10.0}
+    assert out["ood_avg_gain_except_classification"] == 10.0
+    assert "ood_avg_minilm" not in out and out["id_avg_minilm"] == 85.0  # a missing MiniLM score: no average

@@ -23,11 +23,18 @@ class CustomTask(Section):
     instruction: str | None = None
     split: str = "test"
     test_path: str | None = None
+    samples_per_label: PositiveInt = Field(
+        8, description="classification: texts per label in each experiment's training draw (MTEB's default 8)"
+    )
 
     @model_validator(mode="after")
-    def _test_path_only_for_classification(self) -> CustomTask:
-        if self.test_path is not None and self.family != "classification":
-            raise ValueError(f"custom task {self.name!r}: test_path only applies to classification tasks")
+    def _classification_fields_only_for_classification(self) -> CustomTask:
+        given = {
+            "test_path": self.test_path is not None,
+            "samples_per_label": "samples_per_label" in self.model_fields_set,
+        }
+        for name in (n for n, set_ in given.items() if set_ and self.family != "classification"):
+            raise ValueError(f"custom task {self.name!r}: {name} only applies to classification tasks")
         return self
 
 
@@ -53,6 +60,11 @@ class EvaluateConfig(Section):
         "rest up to this many; None keeps the whole corpus",
     )
     test_fraction: float = Field(0.2, gt=0, lt=1, description="test share of one-file classification sets")
+    classification_experiments: PositiveInt = Field(
+        10,
+        description="classification: classifiers fit on independent label-balanced draws of the train split, "
+        "accuracies averaged (MTEB's protocol: 10)",
+    )
     contamination: Literal["drop", "mark"] = Field(
         "drop",
         description="scored units the run trained on (evaluate/contamination.py): drop them before scoring, or keep "

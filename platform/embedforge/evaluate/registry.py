@@ -46,6 +46,7 @@ class SharedTask:
     split: str
     train_split: str | None = None
     instruction: str | None = None  # None: the dataset's own (NV-Embed Table 13 style)
+    samples_per_label: int = 8  # classification: MTEB's per-label draw for the dataset (its default 8)
 
 
 SHARED_TASKS: dict[str, SharedTask] = {
@@ -56,9 +57,13 @@ SHARED_TASKS: dict[str, SharedTask] = {
     "mrpc": SharedTask("mrpc", "pair_classification", "test"),
     "twitter_semeval2015": SharedTask("twitter_semeval2015", "pair_classification", "dev"),
     "banking77": SharedTask("banking77", "classification", "train"),
-    "emotion": SharedTask("emotion", "classification", "val", train_split="train"),
-    "tweet_sentiment_extraction": SharedTask("tweet_sentiment_extraction", "classification", "train"),
-    "amazon_counterfactual": SharedTask("amazon_counterfactual", "classification", "valid", train_split="train"),
+    "emotion": SharedTask("emotion", "classification", "val", train_split="train", samples_per_label=16),
+    "tweet_sentiment_extraction": SharedTask(
+        "tweet_sentiment_extraction", "classification", "train", samples_per_label=32
+    ),
+    "amazon_counterfactual": SharedTask(
+        "amazon_counterfactual", "classification", "valid", train_split="train", samples_per_label=32
+    ),
     "banking77_clustering": SharedTask(
         "banking77", "clustering", "train", instruction="Identify the intent of the given online banking query"
     ),
@@ -163,7 +168,12 @@ def _shared(name: str, spec: SharedTask, config: EvaluateConfig) -> Task:
         "retrieval": lambda: _retrieval(name, records, instruction),
         "clustering": lambda: ClusteringTask(name, instruction, texts=records),
         "classification": lambda: _classification(
-            name, instruction, dataset.read(spec.train_split) if spec.train_split else None, records, config
+            name,
+            instruction,
+            dataset.read(spec.train_split) if spec.train_split else None,
+            records,
+            config,
+            spec.samples_per_label,
         ),
     }
     return builders[spec.family]()
@@ -185,11 +195,23 @@ def _retrieval(name: str, beir: BeirDataset, instruction: str) -> RetrievalTask:
 
 
 def _classification(
-    name: str, instruction: str, train: list[LabelledText] | None, test: list[LabelledText], config: EvaluateConfig
+    name: str,
+    instruction: str,
+    train: list[LabelledText] | None,
+    test: list[LabelledText],
+    config: EvaluateConfig,
+    samples_per_label: int,
 ) -> ClassificationTask:
     if train is None:
         train, test = split_train_test(test, config.test_fraction, config.seed)
-    return ClassificationTask(name, instruction, train=train, test=test)
+    return ClassificationTask(
+        name,
+        instruction,
+        train=train,
+        test=test,
+        samples_per_label=samples_per_label,
+        experiments=config.classification_experiments,
+    )
 
 
 def _custom(spec: CustomTask, config: EvaluateConfig) -> Task:
@@ -208,5 +230,5 @@ def _custom(spec: CustomTask, config: EvaluateConfig) -> Task:
     test = readers.read_labelled_texts(resolve_data_path(spec.test_path)) if spec.test_path else None
     texts = readers.read_labelled_texts(path)
     if test is None:
-        return _classification(spec.name, instruction, None, texts, config)
-    return ClassificationTask(spec.name, instruction, train=texts, test=test)
+        return _classification(spec.name, instruction, None, texts, config, spec.samples_per_label)
+    return _classification(spec.name, instruction, texts, test, config, spec.samples_per_label)

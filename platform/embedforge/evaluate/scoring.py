@@ -100,12 +100,28 @@ def _pair_classification(
 
 
 def _classification(task: ClassificationTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    train = _queries(encoder, [x.text for x in task.train], task, batch_size)
+    """MTEB's protocol (`ClassificationTask`): one classifier per label-balanced draw, accuracies averaged; the
+    texts of every draw are encoded once."""
+    draws = task.training_draws(seed)
+    used = sorted({i for draw in draws for i in draw})
+    row = {i: k for k, i in enumerate(used)}
+    train = _queries(encoder, [task.train[i].text for i in used], task, batch_size)
     test = _queries(encoder, [x.text for x in task.test], task, batch_size)
-    acc = metrics.logistic_regression_accuracy(
-        train, [x.label for x in task.train], test, [x.label for x in task.test], seed=seed
-    )
-    return {"accuracy": acc, "num_train": len(task.train), "num_test": len(task.test)}
+    test_labels = [x.label for x in task.test]
+    accuracies = [
+        metrics.logistic_regression_accuracy(
+            train[[row[i] for i in draw]], [task.train[i].label for i in draw], test, test_labels, seed=seed
+        )
+        for draw in draws
+    ]
+    return {
+        "accuracy": _mean(accuracies),
+        "accuracy_std": float(np.std(accuracies)),
+        "experiments": len(draws),
+        "samples_per_label": task.samples_per_label,
+        "num_train": len(used),
+        "num_test": len(task.test),
+    }
 
 
 def _clustering(task: ClusteringTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:

@@ -135,20 +135,52 @@ class PairClassificationTask(Task):
 
 @dataclass
 class ClassificationTask(Task):
-    """Labelled texts with a train and a test split (main score logistic-regression accuracy).
+    """Labelled texts with a train and a test split (main score logistic-regression accuracy, MTEB section 3.2).
 
-    `limit` bounds each split separately."""
+    MTEB's protocol: each of `experiments` runs fits its classifier on a label-balanced draw of the train split,
+    `samples_per_label` texts per label (MTEB's default 8; some tasks set 16 or 32), and the accuracies on the test
+    split are averaged. `limit` bounds the test split, the scored units; the draws bound what the train split
+    costs."""
 
     train: list[LabelledText] = field(default_factory=list)
     test: list[LabelledText] = field(default_factory=list)
+    samples_per_label: int = 8
+    experiments: int = 10
     family: ClassVar[str] = "classification"
     main_metric: ClassVar[str] = "accuracy"
+
+    def __post_init__(self) -> None:
+        if self.samples_per_label < 1 or self.experiments < 1:
+            raise ValueError(
+                f"task {self.name}: samples_per_label and experiments must be >= 1, "
+                f"got {self.samples_per_label} and {self.experiments}"
+            )
 
     def size(self) -> int:
         return len(self.test)
 
     def limit(self, n: int | None, seed: int = 0) -> ClassificationTask:
-        return replace(self, train=_sample(self.train, n, seed), test=_sample(self.test, n, seed + 1))
+        return replace(self, test=_sample(self.test, n, seed + 1))
+
+    def training_draws(self, seed: int = 0) -> list[list[int]]:
+        """Per experiment, the indices into `train` of its label-balanced draw: at most `samples_per_label` of
+        each label, taken in the order of a permutation seeded by (seed, experiment)."""
+        labels = sorted({x.label for x in self.train})
+        if len(labels) < 2:
+            raise ValueError(f"task {self.name}: the train split needs at least 2 labels, found {labels}")
+        draws = []
+        for experiment in range(self.experiments):
+            order = list(range(len(self.train)))
+            random.Random(f"{seed}/{experiment}").shuffle(order)
+            taken: dict[str, int] = {}
+            draw = []
+            for i in order:
+                label = self.train[i].label
+                if taken.get(label, 0) < self.samples_per_label:
+                    taken[label] = taken.get(label, 0) + 1
+                    draw.append(i)
+            draws.append(sorted(draw))
+        return draws
 
 
 @dataclass
