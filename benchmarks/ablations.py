@@ -112,6 +112,8 @@ def main() -> None:
         with_on = results["shipped"] if state == "off" else results[variant]
         with_off = results[variant] if state == "off" else results["shipped"]
         ratios[f"{name}_gain"] = round(with_on["ood_avg_trained"] - with_off["ood_avg_trained"], 2)
+        key = "ood_avg_gain_except_classification"  # comparable across classification protocols
+        ratios[f"{name}_gain_except_classification"] = round(with_on[key] - with_off[key], 2)
     # switches measured by an earlier run (`--only` another one) stay in the result
     previous = previous_result("ablations")
     results = {**previous.get("results", {}), **results}
@@ -128,7 +130,10 @@ def main() -> None:
             "switches": {n: {"on": list(s.on), "off": list(s.off)} for n, s in SWITCHES.items()},
             "results": results,
             "ratios": ratios,
-            "goals": {"contaminated_eval_rows": "== 0", **{f"{n}_gain": "reported" for n in SWITCHES}},
+            "goals": {
+                "contaminated_eval_rows": "== 0",
+                **{f"{n}_gain{suffix}": "reported" for n in SWITCHES for suffix in ("", "_except_classification")},
+            },
         },
     )
     print(path.read_text())
