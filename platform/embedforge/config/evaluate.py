@@ -29,12 +29,12 @@ class CustomTask(Section):
 
     @model_validator(mode="after")
     def _classification_fields_only_for_classification(self) -> CustomTask:
-        given = {
-            "test_path": self.test_path is not None,
-            "samples_per_label": "samples_per_label" in self.model_fields_set,
-        }
-        for name in (n for n, set_ in given.items() if set_ and self.family != "classification"):
-            raise ValueError(f"custom task {self.name!r}: {name} only applies to classification tasks")
+        if self.family == "classification":
+            return self
+        if self.test_path is not None:
+            raise ValueError(f"custom task {self.name!r}: test_path only applies to classification tasks")
+        if "samples_per_label" in self.model_fields_set:
+            raise ValueError(f"custom task {self.name!r}: samples_per_label only applies to classification tasks")
         return self
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -172,12 +173,11 @@ class ClassificationTask(Task):
         for experiment in range(self.experiments):
             order = list(range(len(self.train)))
             random.Random(f"{seed}/{experiment}").shuffle(order)
-            taken: dict[str, int] = {}
+            taken: Counter[str] = Counter()
             draw = []
             for i in order:
-                label = self.train[i].label
-                if taken.get(label, 0) < self.samples_per_label:
-                    taken[label] = taken.get(label, 0) + 1
+                if taken[self.train[i].label] < self.samples_per_label:
+                    taken[self.train[i].label] += 1
                     draw.append(i)
             draws.append(sorted(draw))
         return draws
