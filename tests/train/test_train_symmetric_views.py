@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embedforge.config import load_config
+from embedforge.config.data import DataSource
 from embedforge.data.sources import load_source
 from embedforge.evaluate.registry import build_task
 from embedforge.train.batching import Batch, BatchItem
@@ -18,7 +19,7 @@ from embedforge.train.inputs import batch_inputs
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _rendered(source, name: str):
+def _rendered(source: DataSource, name: str):
     examples = load_source(source).examples[:6]
     items = [BatchItem(ex, ex.negatives[:1], [float("nan")] * (1 + len(ex.negatives[:1]))) for ex in examples]
     return batch_inputs(Batch(step=0, source=name, level=None, items=items))
