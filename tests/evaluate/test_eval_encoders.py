@@ -100,6 +100,20 @@ def test_cached_encoder_reuses_vectors(tmp_path, tiny_encoder):
     np.testing.assert_allclose(other_side, tiny_encoder.encode_documents(["alpha"]), atol=1e-6)
 
 
+def test_cached_encoder_keys_the_models_settings(tmp_path, tiny_encoder):
+    """The same backbone under a run whose model section pools otherwise is another model (same reference, same
+    name): its vectors never come from the first's cache."""
+    texts = ["some words here", "other words"]
+    CachedEncoder(tiny_encoder, "bundled:tiny-llama", tmp_path).encode_documents(texts)
+    last_config = tiny_encoder.config.model_copy(update={"pooling": "last"})
+    last = CachedEncoder(load_model("bundled:tiny-llama", last_config), "bundled:tiny-llama", tmp_path)
+    assert last.name == tiny_encoder.name
+    vectors = last.encode_documents(texts)
+    assert last.misses == 2 and last.hits == 0
+    np.testing.assert_allclose(vectors, last.encoder.encode_documents(texts), atol=1e-6)
+    assert not np.allclose(vectors, tiny_encoder.encode_documents(texts))
+
+
 def test_model_reference_options(tiny_model_dir):
     assert split_reference("bundled:x?pooling=last&bidirectional=false") == (
         "bundled:x",

@@ -131,7 +131,7 @@ def _causal_lora_embedder(tiny_model_dir, pooling: str):
     return _lora_embedder(tiny_model_dir, pooling=pooling, bidirectional=False, max_doc_length=24)
 
 
-@pytest.mark.parametrize("pooling", ["mean", "last"])
+@pytest.mark.parametrize("pooling", ["mean", "weighted_mean", "last"])
 def test_standard_modules_export_loads_without_remote_code(tiny_model_dir, tmp_path, pooling):
     from sentence_transformers import SentenceTransformer
 
@@ -159,7 +159,7 @@ def test_standard_modules_export_loads_without_remote_code(tiny_model_dir, tmp_p
     assert "model = SentenceTransformer(PATH)\n" in card and "trust_remote_code" not in card
 
 
-@pytest.mark.parametrize("pooling", ["mean", "last"])
+@pytest.mark.parametrize("pooling", ["mean", "weighted_mean", "last"])
 def test_bos_tokenizer_blocks_standard_mean_pooling_only(tiny_model_dir, tmp_path, pooling):
     from sentence_transformers import SentenceTransformer
     from tokenizers import processors
@@ -171,7 +171,7 @@ def test_bos_tokenizer_blocks_standard_mean_pooling_only(tiny_model_dir, tmp_pat
     )  # a Llama-style tokenizer: BOS first, which embedforge attends to but never pools
     export_embedder(embedder, tmp_path / "st", "sentence_transformers")
     manifest = _export_manifest(tmp_path / "st")
-    if pooling == "mean":
+    if pooling != "last":
         assert manifest["kind"] == "custom_module" and "leading BOS" in manifest["custom_module_reason"]
         return
     assert manifest["kind"] == "standard_modules"

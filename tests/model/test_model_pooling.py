@@ -13,6 +13,7 @@ from embedforge.model.pooling import (
     LastTokenPooling,
     LatentAttentionPooling,
     MeanPooling,
+    WeightedMeanPooling,
     build_pooling,
 )
 from embedforge.model.pooling.ata import anchor_weights
@@ -28,6 +29,15 @@ def test_mean_skips_padding_and_instruction_tokens():
     assert torch.allclose(out, torch.tensor([[3.0, 4.0], [6.0, 7.0]]))
 
 
+def test_weighted_mean_weights_by_position_from_the_first_real_token():
+    # SGPT: weight = 1-based position among real tokens, whatever the padding side; unpooled tokens keep theirs
+    out = WeightedMeanPooling()(HIDDEN, ATTENTION, ATTENTION)
+    assert torch.allclose(out, torch.tensor([[7 / 3, 10 / 3], [19 / 3, 22 / 3]]))
+    instruction_first = WeightedMeanPooling()(HIDDEN, ATTENTION, torch.tensor([[0, 1, 0], [0, 0, 1]]))
+    assert torch.allclose(instruction_first, torch.tensor([[3.0, 4.0], [7.0, 8.0]]))
+    assert isinstance(build_pooling(ModelConfig(pooling="weighted_mean"), 2), WeightedMeanPooling)
+
+
 def test_last_reads_last_real_token_for_both_padding_sides():
     out = LastTokenPooling()(HIDDEN, ATTENTION, ATTENTION)
     assert torch.allclose(out, torch.tensor([[3.0, 4.0], [7.0, 8.0]]))
@@ -36,6 +46,8 @@ def test_last_reads_last_real_token_for_both_padding_sides():
 def test_empty_pool_mask_is_a_clear_error():
     with pytest.raises(ValueError, match="selects no token"):
         MeanPooling()(HIDDEN, ATTENTION, torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="selects no token"):
+        WeightedMeanPooling()(HIDDEN, ATTENTION, torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="selects no token"):
         LastTokenPooling()(HIDDEN, ATTENTION, torch.zeros(2, 3, dtype=torch.long))
 

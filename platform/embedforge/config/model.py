@@ -1,9 +1,10 @@
 """Model section: backbone, pooling, attention direction, LoRA, lengths and instructions.
 
-Defaults follow NV-Embed (seed 000) sections 3.1-3.2 and appendix C; ATA pooling is MGH (seed 002) 2.2;
-in-context examples are LGAI-Embedding (seed 003) 4.2. The backbone may be a decoder LLM or an encoder / existing
-embedding model (a sentence-transformers folder): `pooling: auto` and `pooled_tokens: auto` take the backbone's own
-(`embedforge.model.backbone_spec`), so an unchanged embedding model encodes exactly as it did.
+Defaults follow NV-Embed (seed 000) sections 3.1-3.2 and appendix C; ATA pooling is MGH (seed 002) 2.2, and
+position-weighted mean pooling SGPT's, as MGH 6 recalls it; in-context examples are LGAI-Embedding (seed 003) 4.2.
+The backbone may be a decoder LLM or an encoder / existing embedding model (a sentence-transformers folder):
+`pooling: auto` and `pooled_tokens: auto` take the backbone's own (`embedforge.model.backbone_spec`), so an
+unchanged embedding model encodes exactly as it did.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
-PoolingName = Literal["auto", "mean", "cls", "last", "latent_attention", "ata"]
+PoolingName = Literal["auto", "mean", "weighted_mean", "cls", "last", "latent_attention", "ata"]
 PooledTokens = Literal["auto", "text", "all"]
 ALL_LINEAR = "all-linear"
 DType = Literal["auto", "float32", "bfloat16", "float16"]

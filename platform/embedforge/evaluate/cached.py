@@ -2,7 +2,9 @@
 
 Keys are hashes of (model identity, side, instruction, text) (`embedforge.embeddings.cache`), so re-running an
 evaluation, or evaluating a model mining already used, re-encodes nothing. The model identity includes the
-modification time of a local model folder, so a retrained model at the same path never reads stale vectors.
+modification time of a local model folder, so a retrained model at the same path never reads stale vectors, and
+an embedforge encoder's settings (pooling, attention, lengths, instructions), so the same backbone evaluated with
+another pooling never reads the vectors of the first.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from embedforge.config.model import ModelConfig
 from embedforge.embeddings.cache import EmbeddingCache, encoder_identity, model_fingerprint
 from embedforge.model.protocol import Demonstration, TextEncoder
 
@@ -25,6 +28,8 @@ class CachedEncoder:
         self.name = encoder.name
         self.root = Path(root)
         self.fingerprint = model_fingerprint(model_ref)
+        settings = getattr(encoder, "config", None)  # an Embedder's; other encoders' live in their folder
+        self.settings = {"model_settings": settings.model_dump_json()} if isinstance(settings, ModelConfig) else {}
         self._caches: dict[tuple[str, str, str], EmbeddingCache] = {}
         self.hits = 0
         self.misses = 0
@@ -37,7 +42,7 @@ class CachedEncoder:
         demos = json.dumps([list(e) for e in examples]) if examples else ""
         key = (side, task or "", demos)
         if key not in self._caches:
-            extra = {"demonstrations": demos} if demos else {}
+            extra = {**self.settings, **({"demonstrations": demos} if demos else {})}
             identity = encoder_identity(
                 model=self.fingerprint, side=side, prefix=task or "", encoder=self.name, **extra
             )

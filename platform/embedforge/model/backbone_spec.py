@@ -25,10 +25,11 @@ ENCODER_TYPES = frozenset(
 )
 ST_POOLING_MODES = {
     "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_weightedmean_tokens": "weighted_mean",
     "pooling_mode_cls_token": "cls",
     "pooling_mode_lasttoken": "last",
 }
-ST_MODE_NAMES = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
+ST_MODE_NAMES = {"mean": "mean", "weightedmean": "weighted_mean", "cls": "cls", "lasttoken": "last"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def _st_pooling(folder: Path, modules: list[dict]) -> tuple[str | None, bool | N
             else:
                 mode = next((name for key, name in ST_POOLING_MODES.items() if config.get(key)), None)
             if mode is None:
-                raise ValueError(f"{folder}: sentence-transformers pooling {config} is not mean, cls or lasttoken")
+                known = ", ".join(ST_MODE_NAMES)
+                raise ValueError(f"{folder}: sentence-transformers pooling {config} is not one of {known}")
             return mode, bool(config.get("include_prompt", True))
     return None, None
 

@@ -2,8 +2,9 @@
 
 Plain `SentenceTransformer(path)` loads it (no `trust_remote_code`). That needs an embedder ST's modules can
 express: an encoder backbone, or a decoder with causal attention (ST's Transformer loads the decoder with its
-causal mask, so NV-Embed 3.1's bidirectional attention cannot be written), and `mean`, `cls` or `last` pooling (ST
-Pooling `mean` / `cls` / `lasttoken`; NV-Embed 3.2's latent attention and MGH 2.2's ATA have no ST mode).
+causal mask, so NV-Embed 3.1's bidirectional attention cannot be written), and `mean`, `weighted_mean`, `cls` or
+`last` pooling (ST Pooling `mean` / `weightedmean` / `cls` / `lasttoken`; NV-Embed 3.2's latent attention and MGH
+2.2's ATA have no ST mode).
 `export.py` falls back to the custom module otherwise. What must also agree with `tokenization.py`, and how it is
 made to:
 
@@ -40,7 +41,7 @@ from embedforge.model.instructions import render_prefix
 from embedforge.model.lora import merged_copy
 from embedforge.model.tokenization import special_frame, tokenize_pairs
 
-ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
+ST_POOLING = {"mean": "mean", "weighted_mean": "weightedmean", "cls": "cls", "last": "lasttoken"}
 TEXT_ONLY = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}  # no chat-template path
 PROBES = ("how do I reset my PIN?", " leading space", "Hello, World! 123", "naïve café, 東京", "two\nlines", "")
 _TASK = "\x00task\x00"
@@ -54,7 +55,8 @@ def config_blocker(config: ModelConfig, is_decoder: bool) -> str | None:
             "and the embedforge module switches it to bidirectional"
         )
     if config.pooling not in ST_POOLING:
-        return f"{config.pooling} pooling: ST's Pooling module has no such mode (it has mean, cls and lasttoken)"
+        modes = ", ".join(ST_POOLING.values())
+        return f"{config.pooling} pooling: ST's Pooling module has no such mode (it has {modes})"
     return None
 
 
@@ -129,7 +131,7 @@ def probe_mismatch(embedder: Embedder, tokenizer: PreTrainedTokenizerBase, texts
             ids, pool = _st_view(tokenizer, prompt, text, pool_all)
             if ids != ref.input_ids[i][real].tolist():
                 return f"ST's one-string tokenization gives other token ids than embedforge for the {kind} {text!r}"
-            if embedder.config.pooling == "mean" and pool != ref.pool_mask[i][real].tolist():
+            if embedder.config.pooling in ("mean", "weighted_mean") and pool != ref.pool_mask[i][real].tolist():
                 return (
                     f"ST's Pooling would average other tokens than embedforge for the {kind} {text!r} (it can leave "
                     "out only a prompt, not e.g. a leading BOS)"

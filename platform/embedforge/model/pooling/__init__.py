@@ -1,4 +1,5 @@
-"""Pooling heads selectable by config `model.pooling`: mean, cls, last, latent_attention, ata (one module each)."""
+"""Pooling heads selectable by config `model.pooling`: mean, weighted_mean, cls, last,
+latent_attention, ata (one module each)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from embedforge.model.pooling.cls import ClsPooling
 from embedforge.model.pooling.last import LastTokenPooling
 from embedforge.model.pooling.latent_attention import LatentAttentionPooling
 from embedforge.model.pooling.mean import MeanPooling
+from embedforge.model.pooling.weighted_mean import WeightedMeanPooling
 
 __all__ = [
     "AnchorTokenPooling",
@@ -17,6 +19,7 @@ __all__ = [
     "LatentAttentionPooling",
     "MeanPooling",
     "Pooling",
+    "WeightedMeanPooling",
     "build_pooling",
 ]
 
@@ -25,6 +28,8 @@ def build_pooling(config: ModelConfig, hidden_size: int) -> Pooling:
     """The pooling head named by `config.pooling` (resolved: not `auto`) for a backbone of width `hidden_size`."""
     if config.pooling == "mean":
         return MeanPooling()
+    if config.pooling == "weighted_mean":
+        return WeightedMeanPooling()
     if config.pooling == "cls":
         return ClsPooling()
     if config.pooling == "last":

@@ -30,7 +30,8 @@ class Pooling(nn.Module):
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of `values` (B, L, d) over positions where `mask` (B, L) is 1; fails on an all-zero row."""
+    """Mean of `values` (B, L, d) over positions where `mask` (B, L) is 1, or weighted by a non-negative `mask`;
+    fails on an all-zero row."""
     weights = mask.to(values.dtype).unsqueeze(-1)
     counts = weights.sum(dim=1)
     if bool((counts == 0).any()):
