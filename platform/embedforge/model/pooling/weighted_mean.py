@@ -22,5 +22,5 @@ class WeightedMeanPooling(Pooling):
         pool_mask: torch.Tensor,
         attentions: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        positions = attention_mask.cumsum(dim=1) * attention_mask  # 1, 2, ... over real tokens, 0 on padding
+        positions = attention_mask.cumsum(dim=1)  # 1, 2, ... over real tokens; pool_mask is 0 on padding
         return masked_mean(hidden, positions * pool_mask)
