@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from embedforge.config.model import ModelConfig
+from embedforge.config.model import POOLING_HEADS, ModelConfig
 from embedforge.model import load_embedder
 from embedforge.model.bidirectional import is_bidirectional, set_attention_direction
 
@@ -53,13 +53,14 @@ def test_unsupported_architecture_is_refused():
         set_attention_direction(model, True)
 
 
-@pytest.mark.parametrize("pooling", ["mean", "last", "ata"])
+@pytest.mark.parametrize("pooling", POOLING_HEADS)
 @pytest.mark.parametrize("padding_side", ["left", "right"])
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_padded_batch_equals_single_inputs(tiny_model_dir, pooling, padding_side, bidirectional):
     """Every pooling (ATA's anchor weights included, MGH 2.2) sees the same tokens in a padded batch as in a batch of
     one, whichever side pads and whichever way attention runs: the per-sequence encoding is the reference."""
     config = ModelConfig(backbone=str(tiny_model_dir), pooling=pooling, bidirectional=bidirectional)
+    config.latent_attention.num_latents, config.latent_attention.num_heads = 8, 2
     embedder = load_embedder(config)
     embedder.padding_side = padding_side
     texts = ["a", "a much longer text that needs padding on the others", "mid length text"]

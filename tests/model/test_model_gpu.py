@@ -6,13 +6,11 @@ Fused kernels are where bidirectionality is silently lost at batch size 1 if onl
 
 from __future__ import annotations
 
-from typing import get_args
-
 import numpy as np
 import pytest
 import torch
 
-from embedforge.config.model import ModelConfig, PoolingName
+from embedforge.config.model import POOLING_HEADS, ModelConfig
 from embedforge.model import load_embedder
 
 pytestmark = [
@@ -38,7 +36,7 @@ def test_cuda_bidirectional_at_batch_size_one(tiny_model_dir, dtype):
     assert results == {True: False, False: True}
 
 
-@pytest.mark.parametrize("pooling", [p for p in get_args(PoolingName) if p != "auto"])
+@pytest.mark.parametrize("pooling", POOLING_HEADS)
 @pytest.mark.parametrize("padding_side", ["left", "right"])
 def test_cuda_padded_batches_equal_single_inputs(tiny_model_dir, pooling, padding_side):
     config = ModelConfig(backbone=str(tiny_model_dir), pooling=pooling, dtype="float32")

@@ -9,13 +9,14 @@ unchanged embedding model encodes exactly as it did.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
 PoolingName = Literal["auto", "mean", "weighted_mean", "cls", "last", "latent_attention", "ata"]
+POOLING_HEADS: tuple[str, ...] = tuple(p for p in get_args(PoolingName) if p != "auto")  # what `auto` resolves to
 PooledTokens = Literal["auto", "text", "all"]
 ALL_LINEAR = "all-linear"
 DType = Literal["auto", "float32", "bfloat16", "float16"]

@@ -3,7 +3,7 @@ latent_attention, ata (one module each)."""
 
 from __future__ import annotations
 
-from embedforge.config.model import ModelConfig
+from embedforge.config.model import POOLING_HEADS, ModelConfig
 from embedforge.model.pooling.ata import AnchorTokenPooling
 from embedforge.model.pooling.base import Pooling
 from embedforge.model.pooling.cls import ClsPooling
@@ -39,4 +39,4 @@ def build_pooling(config: ModelConfig, hidden_size: int) -> Pooling:
     if config.pooling == "latent_attention":
         la = config.latent_attention
         return LatentAttentionPooling(hidden_size, la.num_latents, la.num_heads, la.mlp_ratio)
-    raise ValueError(f"unknown pooling {config.pooling!r}")
+    raise ValueError(f"unknown pooling {config.pooling!r}; known: {', '.join(POOLING_HEADS)}")
