@@ -61,6 +61,29 @@ def test_weighted_mixing_follows_weights():
     assert 0.68 < counts["a"] / 400 < 0.82
 
 
+def test_a_source_leaves_the_mix_at_its_max_epochs(caplog):
+    # 6 examples in batches of 2, at most twice each: 12 draws, then every later step comes from "a"
+    data = {"a": _examples("a", 40), "few": _examples("few", 6)}
+    datasets = [{"source": "a"}, {"source": "few", "weight": 3, "max_epochs": 2}]
+    with caplog.at_level("INFO", logger="embedforge.train.batching"):
+        plan = StagePlan(data, _stage(datasets=datasets, steps=40, batch_size=2), 1, seed=0)
+    sources = [src for src, _, _ in plan.global_batches]
+    assert sources.count("few") == 6 and plan.drawn["few"] == 12
+    last_few = max(i for i, src in enumerate(sources) if src == "few")
+    assert last_few < 20 and set(sources[last_few + 1 :]) == {"a"}
+    assert "few 12 examples (2.0 epochs)" in caplog.text and "a 68 examples (1.7 epochs)" in caplog.text
+    uncapped = StagePlan(
+        data, _stage(datasets=[{"source": "a"}, {"source": "few", "weight": 3}], steps=40, batch_size=2), 1, seed=0
+    )
+    assert [src for src, _, _ in uncapped.global_batches].count("few") > 20  # the weight alone: 3 of every 4 steps
+
+
+def test_a_stage_whose_every_source_reaches_max_epochs_fails_naming_it():
+    data = {"a": _examples("a", 8)}
+    with pytest.raises(ValueError, match=r"every source reached its max_epochs by step 4 of 10"):
+        StagePlan(data, _stage(datasets=[{"source": "a", "max_epochs": 1}], steps=10, batch_size=2), 1, seed=0)
+
+
 def test_plan_is_deterministic_and_covers_each_epoch():
     data = {"a": _examples("a", 24)}
     one = StagePlan(data, _stage(steps=6), 1, seed=3)

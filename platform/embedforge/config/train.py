@@ -88,7 +88,14 @@ class LossesConfig(Section):
 
 class StageDataset(Section):
     source: str
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, gt=0, description="the chance of a step drawing its batch from this source, relative")
+    max_epochs: float | None = Field(
+        None,
+        gt=0,
+        description="once the stage has drawn this many times the source's examples, later steps draw from the other "
+        "sources: a few examples (a small synthetic run, say) then train a few times each instead of once every "
+        "couple of steps; unset, the weight alone decides",
+    )
 
 
 class StageConfig(Section):

@@ -1,7 +1,8 @@
 """Deterministic, resumable batch planning for one training stage.
 
 - Task-homogeneous batches (paper 004, "task-conditioned sampling"): every global batch comes from one source.
-- Weighted mixing: the source of each step is drawn with the stage's dataset weights.
+- Weighted mixing: the source of each step is drawn with the stage's dataset weights; a source with `max_epochs` leaves
+  the mix once the stage has drawn its examples that many times.
 - A source with fewer examples than one global batch (a few synthetic examples from a small run) trains in smaller
   batches of its own rather than being dropped.
 - No text twice in a batch (NV-Embed 3.3, recipe section 3): an example whose query or positive is already in the
@@ -24,7 +25,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from embedforge.config.train import InContextConfig, StageConfig, TrainConfig
+from embedforge.config.train import InContextConfig, StageConfig, StageDataset, TrainConfig
 from embedforge.data.schema import TrainingExample
 from embedforge.train.curriculum import level_for_step, order_negatives
 
@@ -116,11 +117,18 @@ class StagePlan:
             name: deque(random.Random(_seed(seed, stage.name, name)).sample(range(len(rows)), len(rows)))
             for name, rows in self.examples.items()
         }
-        mix = random.Random(_seed(seed, stage.name, "mix"))
-        names = [d.source for d in datasets]
-        weights = [d.weight for d in datasets]
         self.shortened: dict[str, int] = {}
-        self.global_batches = [self._plan_step(step, mix.choices(names, weights)[0]) for step in range(stage.steps)]
+        self.drawn = dict.fromkeys(self.examples, 0)  # examples planned per source
+        self.global_batches = self._plan_steps(datasets, random.Random(_seed(seed, stage.name, "mix")))
+        log.info(
+            "train stage %r: %d steps draw %s",
+            stage.name,
+            stage.steps,
+            ", ".join(
+                f"{name} {count} examples ({count / len(self.examples[name]):.1f} epochs)"
+                for name, count in self.drawn.items()
+            ),
+        )
         for name, count in self.shortened.items():
             log.warning(
                 "train stage %r: %d batches of source %r are smaller than planned: some examples lacked %d "
@@ -130,6 +138,24 @@ class StagePlan:
                 name,
                 stage.num_negatives,
             )
+
+    def _plan_steps(
+        self, datasets: list[StageDataset], mix: random.Random
+    ) -> list[tuple[str, int | None, list[BatchItem]]]:
+        """Each step's source drawn by weight among the sources that have not reached their `max_epochs`."""
+        caps = {d.source: d.max_epochs * len(self.examples[d.source]) for d in datasets if d.max_epochs is not None}
+        planned = []
+        for step in range(self.stage.steps):
+            open_sources = [d for d in datasets if self.drawn[d.source] < caps.get(d.source, math.inf)]
+            if not open_sources:
+                raise ValueError(
+                    f"train stage {self.stage.name!r}: every source reached its max_epochs by step {step} of "
+                    f"{self.stage.steps}; leave one source without max_epochs or raise them"
+                )
+            source = mix.choices([d.source for d in open_sources], [d.weight for d in open_sources])[0]
+            planned.append(self._plan_step(step, source))
+            self.drawn[source] += len(planned[-1][2])
+        return planned
 
     def _next_example(self, source: str, taken: set[str], deferred: list[int]) -> int:
         queue = self._queues[source]
