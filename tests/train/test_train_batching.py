@@ -76,6 +76,14 @@ def test_a_source_leaves_the_mix_at_its_max_epochs(caplog):
         data, _stage(datasets=[{"source": "a"}, {"source": "few", "weight": 3}], steps=40, batch_size=2), 1, seed=0
     )
     assert [src for src, _, _ in uncapped.global_batches].count("few") > 20  # the weight alone: 3 of every 4 steps
+    # a cap the stage never reaches plans exactly the batches of no cap
+    unreached = StagePlan(
+        data,
+        _stage(datasets=[{"source": "a"}, {"source": "few", "weight": 3, "max_epochs": 100}], steps=40, batch_size=2),
+        1,
+        seed=0,
+    )
+    assert [unreached.batch(s, 0).ids for s in range(40)] == [uncapped.batch(s, 0).ids for s in range(40)]
 
 
 def test_a_stage_whose_every_source_reaches_max_epochs_fails_naming_it():
