@@ -65,6 +65,7 @@ def test_round_trip_drops_a_query_whose_positive_ranks_too_low():
         SelectionConfig(candidate_k=10, max_positive_rank=20, num_negatives=2)
     # unset, it stays out of the dump that the stage hash is computed from (completed stages stay reusable)
     assert "max_positive_rank" not in SelectionConfig().model_dump(mode="json")
+    assert "keep_untagged_negatives" not in SelectionConfig().model_dump(mode="json")
     assert strict.model_dump(mode="json")["max_positive_rank"] == 2
 
 
@@ -157,12 +158,12 @@ def test_mining_keeps_the_generators_level_tagged_negatives_and_the_curriculum_d
         mined = [pool.doc_id(f"mined {i} {r}") for r in range(2)] + [pool.doc_id(given[0])]  # the teacher found N1
         scores = {pool.doc_id(ex.positive): 0.9, **dict(zip(mined, (0.7, 0.6, 0.8), strict=True))}
         result = QueryResult(Selection(kept=[0, 1, 2], scores=[0.7, 0.6, 0.8]), mined, scores)
-        out = _mined_example(ex, result, pool, {"teachers": "t"}, keep_given=True)
+        out = _mined_example(ex, result, pool, {"teachers": "t"}, SelectionConfig())
         assert out.negatives == [*given, f"mined {i} 0", f"mined {i} 1"]
         assert out.negative_levels == [1, 2, 3, 4, 1, 2]
         assert out.negative_scores[0] == pytest.approx(0.8) and math.isnan(out.negative_scores[1])
         assert json.loads(out.provenance)["mining"]["given_negatives"] == 4
-        replaced = _mined_example(ex, result, pool, {}, keep_given=False)
+        replaced = _mined_example(ex, result, pool, {}, SelectionConfig(keep_given_negatives=False))
         assert replaced.negatives == [f"mined {i} 0", f"mined {i} 1", given[0]] and replaced.negative_levels == [
             1,
             2,
@@ -176,3 +177,38 @@ def test_mining_keeps_the_generators_level_tagged_negatives_and_the_curriculum_d
     assert drawn[0] == ["4", "4"] and drawn[-1] == ["1", "1"]
     with pytest.raises(ValueError, match="3 levels for 4 given"):
         merge_negatives(["a", "b", "c", "d"], [1, 2, 3], [], [])
+
+
+def test_an_nli_premises_contradictions_survive_mining_only_when_the_selection_keeps_untagged_negatives():
+    """LGAI 3 (recipe section 4): an NLI premise's contradicting hypotheses are its hard negatives. They carry no
+    level, so mining replaced them with mined texts; `keep_untagged_negatives` keeps them first, as N1, with the
+    teacher's score where it scored them, and the mined ones after."""
+    import json
+    import math
+
+    from embedforge.data.schema import TrainingExample
+    from embedforge.mine.miner import QueryResult
+    from embedforge.mine.pools import MiningPool
+    from embedforge.mine.run import _mined_example
+    from embedforge.mine.selection import Selection
+
+    pool = MiningPool(doc_instruction=None)
+    contradictions = ["A man is sleeping.", "Nobody is outside."]
+    ex = TrainingExample(
+        id="nli0", task_name="snli", task_type="retrieval", instruction="", query="A man runs outside.",
+        positive="A person is outdoors.", negatives=contradictions,
+    )  # fmt: skip
+    for text in [ex.positive, *contradictions]:
+        pool.doc_id(text)
+    mined = [pool.doc_id("A dog runs in a park."), pool.doc_id(contradictions[1])]
+    scores = {pool.doc_id(ex.positive): 0.9, mined[0]: 0.6, mined[1]: 0.5}
+    result = QueryResult(Selection(kept=[0, 1], scores=[0.6, 0.5]), mined, scores)
+
+    replaced = _mined_example(ex, result, pool, {}, SelectionConfig())
+    assert replaced.negatives == ["A dog runs in a park.", contradictions[1]]
+
+    kept = _mined_example(ex, result, pool, {}, SelectionConfig(keep_untagged_negatives=True))
+    assert kept.negatives == [*contradictions, "A dog runs in a park."]
+    assert kept.negative_levels == [1, 1, 1]
+    assert math.isnan(kept.negative_scores[0]) and kept.negative_scores[1:] == pytest.approx([0.5, 0.6])
+    assert json.loads(kept.provenance)["mining"]["given_negatives"] == 2

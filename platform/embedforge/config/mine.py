@@ -124,17 +124,24 @@ class SelectionConfig(Section):
     keep_given_negatives: bool = Field(
         True,
         description="keep an example's own level-tagged negatives (the generator's MGH N1..N4) ahead of the mined "
-        "ones, so the curriculum can order them; false: mined negatives replace them. Untagged negatives (NLI "
-        "contradictions, judged non-answers) are always replaced",
+        "ones, so the curriculum can order them; false: mined negatives replace them",
+    )
+    keep_untagged_negatives: bool = Field(
+        False,
+        description="keep an example's own negatives that carry no level (an NLI premise's contradictions, LGAI 3; "
+        "a dataset's judged non-answers) ahead of the mined ones, as N1, the hardest; false: mined negatives "
+        "replace them",
     )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`max_positive_rank` unset stays implicit, so a config that never sets it keeps its stage hash (and a
-        completed mining stage stays reusable) whichever release wrote it."""
+        """`max_positive_rank` unset and `keep_untagged_negatives` off stay implicit, so a config that never sets
+        them keeps its stage hash (and a completed mining stage stays reusable) whichever release wrote it."""
         data = handler(self)
         if self.max_positive_rank is None:
             data.pop("max_positive_rank", None)
+        if not self.keep_untagged_negatives:
+            data.pop("keep_untagged_negatives", None)
         return data
 
     @model_validator(mode="after")

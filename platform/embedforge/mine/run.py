@@ -27,7 +27,7 @@ import numpy as np
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.data import DataSource
-from embedforge.config.mine import DENSE_KINDS, PAIRWISE_KINDS, TeacherConfig
+from embedforge.config.mine import DENSE_KINDS, PAIRWISE_KINDS, SelectionConfig, TeacherConfig
 from embedforge.data.documents import read_documents
 from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
@@ -142,15 +142,17 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
 
 
 def _mined_example(
-    ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any], keep_given: bool
+    ex: TrainingExample, result: QueryResult, pool: MiningPool, provenance: dict[str, Any], selection: SelectionConfig
 ) -> TrainingExample:
-    """The example with its negatives: its own level-tagged ones (the generator's MGH N1..N4, when kept) first, then
-    the mined ones, each with a level and the teacher's score (NaN for a given negative the teacher did not score
-    among its candidates). Negatives without levels (NLI contradictions, judged non-answers) are replaced by the
-    mined ones, as before."""
-    tagged = keep_given and bool(ex.negative_levels) and len(ex.negative_levels) == len(ex.negatives)
-    given = [n for n in ex.negatives if n.strip()] if tagged else []
-    levels = [lv for n, lv in zip(ex.negatives, ex.negative_levels, strict=True) if n.strip()] if tagged else []
+    """The example with its negatives: its own ones first when the selection keeps them (level-tagged ones, the
+    generator's MGH N1..N4: `keep_given_negatives`; untagged ones such as NLI contradictions, as N1:
+    `keep_untagged_negatives`), then the mined ones, each with a level and the teacher's score (NaN for a given
+    negative the teacher did not score among its candidates)."""
+    tagged = bool(ex.negative_levels) and len(ex.negative_levels) == len(ex.negatives)
+    keep = selection.keep_given_negatives if tagged else selection.keep_untagged_negatives
+    own = [i for i, text in enumerate(ex.negatives) if text.strip()] if keep else []
+    given = [ex.negatives[i] for i in own]
+    levels = [ex.negative_levels[i] for i in own] if tagged else []
     mined = [pool.corpus[d] for d in result.candidate_ids]
     merged = merge_negatives(given, levels, mined, result.selection.scores)
     # a given negative is in the pool (build_pools adds every negative): its score, when the teacher scored it
@@ -261,11 +263,10 @@ class _Miner:
             results = dict(zip(keys, miner.mine(keys, self.config.mine.seed), strict=True))
             stats, out = MiningStats(), []
             counted: set[QueryKey] = set()
-            keep_given = self.config.mine.selection.keep_given_negatives
             for ex in rows:
                 result = results[query_key(ex)]
                 kept = len(result.selection.kept) >= self.config.mine.selection.min_negatives
-                mined = _mined_example(ex, result, pool, self.provenance, keep_given) if kept else None
+                mined = _mined_example(ex, result, pool, self.provenance, self.config.mine.selection) if kept else None
                 first = query_key(ex) not in counted
                 counted.add(query_key(ex))
                 stats.add(
