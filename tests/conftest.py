@@ -49,6 +49,13 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_bert_dir() -> Path:
+    from embedforge.models.bundled import prepare
+
+    return prepare(["tiny-bert"])["tiny-bert"]
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     from embedforge.models.bundled import prepare
 

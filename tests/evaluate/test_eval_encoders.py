@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from embedforge.config.model import LoraConfig
 from embedforge.evaluate.cached import CachedEncoder
 from embedforge.evaluate.http_encoder import HTTPEncoder
 from embedforge.evaluate.models import load_model, split_reference
@@ -112,6 +113,10 @@ def test_cached_encoder_keys_the_models_settings(tmp_path, tiny_encoder):
     assert last.misses == 2 and last.hits == 0
     np.testing.assert_allclose(vectors, last.encoder.encode_documents(texts), atol=1e-6)
     assert not np.allclose(vectors, tiny_encoder.encode_documents(texts))
+    lora_config = tiny_encoder.config.model_copy(update={"lora": LoraConfig(r=4, top_layers=1)})
+    other_lora = CachedEncoder(load_model("bundled:tiny-llama", lora_config), "bundled:tiny-llama", tmp_path)
+    other_lora.encode_documents(texts)  # LoRA settings shape training only: the untrained backbone's vectors stand
+    assert other_lora.hits == 2 and other_lora.misses == 0
 
 
 def test_model_reference_options(tiny_model_dir):

@@ -18,13 +18,6 @@ from embedforge.model.persistence import save_embedder
 TEXTS = ["how do vaccines work", "The Eiffel Tower is in Paris.", "a", "naïve café, 東京 " * 40]
 
 
-@pytest.fixture(scope="module")
-def tiny_bert_dir():
-    from embedforge.models.bundled import prepare
-
-    return prepare(["tiny-bert"])["tiny-bert"]
-
-
 def test_embedding_model_used_as_it_is_encodes_like_sentence_transformers(minilm_dir):
     from sentence_transformers import SentenceTransformer
 

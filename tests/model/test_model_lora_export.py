@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -190,6 +191,24 @@ def test_lora_target_modules_are_checked(tiny_model_dir):
         ModelConfig(backbone=str(tiny_model_dir), lora=LoraConfig(target_modules=["q_proj", "query_key_value"]))
     )
     with pytest.raises(ValueError, match=r"\[.query_key_value.\] are not linear layers"):
+        embedder.enable_lora()
+
+
+@pytest.mark.parametrize("backbone", ["tiny_model_dir", "tiny_bert_dir"])
+def test_lora_top_layers_adapts_only_the_last_blocks(request, backbone):
+    """Llama holds its blocks in `layers`, BERT in `encoder.layer`: either way only the last block gets adapters."""
+    embedder = load_embedder(
+        ModelConfig(backbone=str(request.getfixturevalue(backbone)), lora=LoraConfig(dropout=0.0, top_layers=1))
+    )
+    embedder.enable_lora()
+    blocks = {int(re.search(r"layers?\.(\d+)\.", n).group(1)) for n, _ in embedder.named_parameters() if "lora_A" in n}
+    assert blocks == {embedder.backbone.config.num_hidden_layers - 1}
+    assert "top_layers" not in ModelConfig(backbone="x").model_dump()["lora"]  # unset: the stage hash is unchanged
+
+
+def test_lora_top_layers_beyond_the_backbone_is_refused(tiny_model_dir):
+    embedder = load_embedder(ModelConfig(backbone=str(tiny_model_dir), lora=LoraConfig(top_layers=3)))
+    with pytest.raises(ValueError, match="top_layers 3 exceeds the backbone's 2 transformer blocks"):
         embedder.enable_lora()
 
 

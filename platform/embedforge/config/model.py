@@ -9,9 +9,9 @@ unchanged embedding model encodes exactly as it did.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from embedforge.config.base import Section
 
@@ -35,13 +35,26 @@ class LoraConfig(Section):
 
     `target_modules: [all-linear]` adapts every linear layer of the backbone (peft's shorthand; for Llama-family
     decoders that is q/k/v/o and gate/up/down, for BERT-family encoders query/key/value and the dense layers).
-    `enabled: false` trains every backbone weight (full fine-tuning, the usual choice for small encoders)."""
+    `enabled: false` trains every backbone weight (full fine-tuning, the usual choice for small encoders).
+    `top_layers: N` adapts only the last N transformer blocks: the blocks below keep their pretrained weights, and
+    the backward pass stops at the lowest adapted block, so a step costs less."""
 
     enabled: bool = True
     r: PositiveInt = 16
     alpha: float = Field(32.0, gt=0)
     dropout: float = Field(0.1, ge=0, lt=1)
     target_modules: list[str] = Field(default_factory=lambda: [ALL_LINEAR], min_length=1)
+    top_layers: PositiveInt | None = Field(
+        None, description="adapt only the last N transformer blocks of the backbone; None adapts every block"
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`top_layers` unset stays implicit, so a config that never sets it keeps its stage hash."""
+        data = handler(self)
+        if self.top_layers is None:
+            data.pop("top_layers", None)
+        return data
 
     @model_validator(mode="after")
     def _all_linear_alone(self) -> LoraConfig:

@@ -4,7 +4,8 @@ Keys are hashes of (model identity, side, instruction, text) (`embedforge.embedd
 evaluation, or evaluating a model mining already used, re-encodes nothing. The model identity includes the
 modification time of a local model folder, so a retrained model at the same path never reads stale vectors, and
 an embedforge encoder's settings (pooling, attention, lengths, instructions), so the same backbone evaluated with
-another pooling never reads the vectors of the first.
+another pooling never reads the vectors of the first; its LoRA settings are left out of the key, so an untrained
+backbone is encoded once for every run that adapts it otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ class CachedEncoder:
         self.root = Path(root)
         self.fingerprint = model_fingerprint(model_ref)
         settings = getattr(encoder, "config", None)  # an Embedder's; other encoders' live in their folder
-        self.settings = {"model_settings": settings.model_dump_json()} if isinstance(settings, ModelConfig) else {}
+        # the LoRA section shapes training only: trained weights are told apart by the fingerprint of their folder
+        self.settings = (
+            {"model_settings": settings.model_dump_json(exclude={"lora"})} if isinstance(settings, ModelConfig) else {}
+        )
         self._caches: dict[tuple[str, str, str], EmbeddingCache] = {}
         self.hits = 0
         self.misses = 0

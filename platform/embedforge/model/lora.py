@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from typing import Any
 
 import torch
 from peft import LoraConfig as PeftLoraConfig
@@ -21,30 +22,51 @@ log = logging.getLogger(__name__)
 
 def add_lora(backbone: PreTrainedModel, config: LoraConfig) -> PeftModel:
     """Wrap `backbone` with fresh LoRA adapters on `config.target_modules`; base weights are frozen."""
+    linear = sorted({n.rsplit(".", 1)[-1] for n, m in backbone.named_modules() if isinstance(m, torch.nn.Linear)})
     targets: str | list[str] = list(config.target_modules)
     if targets == [ALL_LINEAR]:
-        targets = ALL_LINEAR
+        # peft takes its shorthand only for every block; with `top_layers` the blocks' linear layers are named
+        targets = ALL_LINEAR if config.top_layers is None else linear
     else:
-        linear = sorted({n.rsplit(".", 1)[-1] for n, m in backbone.named_modules() if isinstance(m, torch.nn.Linear)})
         missing = sorted(set(targets) - set(linear))
         if missing:
             raise ValueError(
                 f"model.lora.target_modules {missing} are not linear layers of the backbone (it has {linear})"
             )
     peft_config = PeftLoraConfig(
-        r=config.r, lora_alpha=config.alpha, lora_dropout=config.dropout, target_modules=targets, bias="none"
+        r=config.r,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=targets,
+        **_top_blocks(backbone, config.top_layers),
+        bias="none",
     )
     model = get_peft_model(backbone, peft_config)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     log.info(
-        "LoRA r=%d alpha=%g: %.2fM of %.1fM backbone parameters trainable",
+        "LoRA r=%d alpha=%g on %s blocks: %.2fM of %.1fM backbone parameters trainable",
         config.r,
         config.alpha,
+        "all" if config.top_layers is None else f"the last {config.top_layers}",
         trainable / 1e6,
         total / 1e6,
     )
     return model
+
+
+def _top_blocks(backbone: PreTrainedModel, top_layers: int | None) -> dict[str, Any]:
+    """peft's `layers_to_transform` (the last `top_layers` block indexes) and `layers_pattern` (the name of the
+    module list that holds the blocks: `layers` in Llama, `layer` in BERT); nothing when every block is adapted."""
+    if top_layers is None:
+        return {}
+    depth = backbone.config.num_hidden_layers
+    if top_layers > depth:
+        raise ValueError(f"model.lora.top_layers {top_layers} exceeds the backbone's {depth} transformer blocks")
+    lists = [n for n, m in backbone.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == depth]
+    if not lists:
+        raise ValueError(f"model.lora.top_layers: no list of {depth} transformer blocks found in the backbone")
+    return {"layers_to_transform": list(range(depth - top_layers, depth)), "layers_pattern": [lists[0].rsplit(".")[-1]]}
 
 
 def is_peft(backbone: object) -> bool:
