@@ -204,6 +204,9 @@ def test_lora_top_layers_adapts_only_the_last_blocks(request, backbone):
     blocks = {int(re.search(r"layers?\.(\d+)\.", n).group(1)) for n, _ in embedder.named_parameters() if "lora_A" in n}
     assert blocks == {embedder.backbone.config.num_hidden_layers - 1}
     assert "top_layers" not in ModelConfig(backbone="x").model_dump()["lora"]  # unset: the stage hash is unchanged
+    assert (
+        ModelConfig(backbone="x", lora=LoraConfig(top_layers=1)).model_dump()["lora"]["top_layers"] == 1
+    )  # set: hashed
 
 
 def test_lora_top_layers_beyond_the_backbone_is_refused(tiny_model_dir):

@@ -66,7 +66,10 @@ def _top_blocks(backbone: PreTrainedModel, top_layers: int | None) -> dict[str, 
     lists = [n for n, m in backbone.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == depth]
     if not lists:
         raise ValueError(f"model.lora.top_layers: no list of {depth} transformer blocks found in the backbone")
-    return {"layers_to_transform": list(range(depth - top_layers, depth)), "layers_pattern": [lists[0].rsplit(".")[-1]]}
+    return {
+        "layers_to_transform": list(range(depth - top_layers, depth)),
+        "layers_pattern": [lists[0].rsplit(".", 1)[-1]],
+    }
 
 
 def is_peft(backbone: object) -> bool:
