@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from embedforge.cluster.device import read_usage
+from embedforge.cluster.local import ensure_auth_token
 from embedforge.config import load_config
 from embedforge.models.bundled import prepare
 from embedforge.paths import models_dir
@@ -139,6 +140,7 @@ def _stop(*procs: subprocess.Popen) -> None:
 def _node_env(s3_server: dict[str, str], folder: Path) -> dict[str, str]:
     """A node's environment: this venv first on PATH so jobs use its python, the test S3 server, and scratch and
     cache folders of its own (the prepared models linked in, as a node image would hold them)."""
+    ensure_auth_token()  # the heads run with token auth: a fresh machine has no ~/.ray/auth_token yet
     cache = folder / "cache"
     cache.mkdir(parents=True)
     # short: Ray's socket paths under it must stay within the 107 bytes a Unix socket path may have
