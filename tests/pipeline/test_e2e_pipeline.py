@@ -140,7 +140,6 @@ def _stop(*procs: subprocess.Popen) -> None:
 def _node_env(s3_server: dict[str, str], folder: Path) -> dict[str, str]:
     """A node's environment: this venv first on PATH so jobs use its python, the test S3 server, and scratch and
     cache folders of its own (the prepared models linked in, as a node image would hold them)."""
-    ensure_auth_token()  # the heads run with token auth: a fresh machine has no ~/.ray/auth_token yet
     cache = folder / "cache"
     cache.mkdir(parents=True)
     # short: Ray's socket paths under it must stay within the 107 bytes a Unix socket path may have
@@ -167,8 +166,9 @@ def _node_env(s3_server: dict[str, str], folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def head(tmp_path_factory, s3_server):
-    """A private one-node Ray cluster with its dashboard on free ports."""
+    """A private one-node Ray cluster with its dashboard on free ports (the three-node cluster starts after it)."""
     prepare(bundled_models(load_config(REPO / TINY)))
+    ensure_auth_token()  # every head here runs with token auth: a fresh machine has no ~/.ray/auth_token yet
     folder = tmp_path_factory.mktemp("head")
     env = _node_env(s3_server, folder)
     proc, dashboard, _ = _node_with_retries(env, folder, "ray-start")
