@@ -188,7 +188,8 @@ def _evaluate_model(
     return {t.name: results[t.name] for t in tasks}
 
 
-def _limited(task: Task, config: EmbedforgeConfig) -> Task:
+def limited_task(task: Task, config: EmbedforgeConfig) -> Task:
+    """The seeded sample of `task` that evaluation scores (per query for retrieval and reranking)."""
     ev = config.evaluate
     per_query = isinstance(task, RetrievalTask | RerankingTask) and ev.max_queries_per_task is not None
     task = task.limit(ev.max_queries_per_task if per_query else ev.max_examples_per_task, ev.seed)
@@ -230,7 +231,7 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
         if units:
             action = "dropped before scoring" if ev.contamination == "drop" else "task marked contaminated"
             log.warning("evaluate: %d scored units of %s are in the run's training data: %s", units, task, action)
-    tasks = [_limited(t, config) for t in full]
+    tasks = [limited_task(t, config) for t in full]
     stage.time("build_tasks", time.time() - t0)
     log.info(
         "evaluate: %d models x %d tasks (%s)", len(refs), len(tasks), ", ".join(f"{t.name}:{t.size()}" for t in tasks)
