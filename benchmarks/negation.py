@@ -17,7 +17,11 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from embedforge.config import EmbedforgeConfig
+    from embedforge.evaluate.tasks import PairClassificationTask
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -67,20 +71,17 @@ def pair_groups(pairs: list) -> dict[str, list[int]]:
     return groups
 
 
-def score_model(ref: str, task: Any, config: Any, groups: dict[str, list[int]]) -> dict[str, float]:
+def score_model(
+    ref: str, task: PairClassificationTask, config: EmbedforgeConfig, groups: dict[str, list[int]]
+) -> dict[str, float]:
     """AP as the evaluation scores it, and the mean cosine of each group of pairs."""
     import numpy as np
 
     from embedforge.evaluate import metrics
     from embedforge.evaluate.models import load_model
+    from embedforge.evaluate.scoring import pair_cosines
 
-    encoder = load_model(ref, config.model)
-    batch = config.evaluate.batch_size
-
-    def side(texts: list[str]) -> np.ndarray:
-        return encoder.encode_queries(texts, task=task.instruction, batch_size=batch)
-
-    cos = metrics.cosine_pairs(side([p.text1 for p in task.pairs]), side([p.text2 for p in task.pairs]))
+    cos = pair_cosines(task, load_model(ref, config.model), config.evaluate.batch_size)
     labels = [int(p.score) for p in task.pairs]
     scores = {"cosine_ap": round(100 * metrics.pair_average_precision(labels, cos), 2)}
     for name, idx in groups.items():

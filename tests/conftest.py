@@ -3,6 +3,7 @@ local S3-compatible server (moto's server mode) for run dirs in object storage."
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -22,6 +24,25 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
+
+
+@pytest.fixture(scope="session")
+def load_benchmark() -> Callable[[str], ModuleType]:
+    """Loads a script of benchmarks/ as a module: `load_benchmark("generalize")`. The scripts put benchmarks/ on
+    sys.path for their own imports (`from common import ...`); that is undone once the script is loaded."""
+
+    def load(name: str) -> ModuleType:
+        saved = list(sys.path)
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        try:
+            spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        finally:
+            sys.path[:] = saved
+        return module
+
+    return load
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,21 +11,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def common(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("bench_common", REPO / "benchmarks" / "common.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def common(tmp_path, monkeypatch, load_benchmark):
+    module = load_benchmark("common")
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     return module
 
 
 @pytest.fixture
-def generalize(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_generalize", REPO / "benchmarks" / "generalize.py")
-    generalize = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generalize)
-    return generalize
+def generalize(load_benchmark):
+    return load_benchmark("generalize")
 
 
 def test_machine_info_describes_the_machine(common):

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from embedforge.data.io import write_parquet
 from embedforge.data.schema import ScoredPair, TrainingExample
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
-def negation(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_negation", REPO / "benchmarks" / "negation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def negation(load_benchmark):
+    return load_benchmark("negation")
 
 
 def test_one_negated_side_is_a_difference(negation) -> None:

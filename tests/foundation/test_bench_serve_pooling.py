@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
-def bench_serve(monkeypatch):
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts benchmarks/ first; undone after the test
-    spec = importlib.util.spec_from_file_location("bench_serve", REPO / "benchmarks" / "serve.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench_serve(load_benchmark):
+    return load_benchmark("serve")
 
 
 def test_rounds_are_pooled_into_one_sample(bench_serve):

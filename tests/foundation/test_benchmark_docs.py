@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _renderer():
-    spec = importlib.util.spec_from_file_location("render_docs", REPO / "benchmarks" / "render_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def render_docs(load_benchmark):
+    return load_benchmark("render_docs")
 
 
-def test_the_committed_page_equals_the_results() -> None:
-    render_docs = _renderer()
+def test_the_committed_page_equals_the_results(render_docs) -> None:
     assert (REPO / "docs" / "benchmarks.md").read_text() == render_docs.render(), (
         "docs/benchmarks.md is stale: run .venv/bin/python benchmarks/render_docs.py"
     )
 
 
-def test_goals_are_judged_from_the_ratio(tmp_path) -> None:
-    render_docs = _renderer()
+def test_goals_are_judged_from_the_ratio(render_docs, tmp_path) -> None:
     result = {
         "date": "2026-01-02T03:04:05+00:00",
         "machine": {"cpu_model": "Some CPU", "cores": 2},

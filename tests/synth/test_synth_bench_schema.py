@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 SCHEMA = {
     "type": "object",
     "properties": {"query": {"type": "string", "minLength": 3}, "negatives": {"type": "array", "minItems": 2}},
@@ -17,11 +13,8 @@ SCHEMA = {
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_synth", REPO / "benchmarks" / "synth.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("synth")
 
 
 @pytest.mark.parametrize(

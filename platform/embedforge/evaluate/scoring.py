@@ -79,14 +79,16 @@ def _reranking(task: RerankingTask, encoder: TextEncoder, batch_size: int, seed:
     return {"map": _mean(aps), "mrr_at_10": _mean(rrs), "num_queries": len(task.groups), "num_candidates": len(flat)}
 
 
-def _pair_embeddings(pairs: list, task: Task, encoder: TextEncoder, batch_size: int) -> np.ndarray:
-    a = _queries(encoder, [p.text1 for p in pairs], task, batch_size)
-    b = _queries(encoder, [p.text2 for p in pairs], task, batch_size)
+def pair_cosines(task: STSTask | PairClassificationTask, encoder: TextEncoder, batch_size: int) -> np.ndarray:
+    """The cosine of each of the task's pairs, both sides embedded as queries (with the task's instruction), as STS
+    and pair classification score them."""
+    a = _queries(encoder, [p.text1 for p in task.pairs], task, batch_size)
+    b = _queries(encoder, [p.text2 for p in task.pairs], task, batch_size)
     return metrics.cosine_pairs(a, b)
 
 
 def _sts(task: STSTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
-    cos = _pair_embeddings(task.pairs, task, encoder, batch_size)
+    cos = pair_cosines(task, encoder, batch_size)
     gold = [p.score for p in task.pairs]
     return {"cosine_spearman": metrics.spearman(gold, cos), "num_pairs": len(task.pairs)}
 
@@ -94,7 +96,7 @@ def _sts(task: STSTask, encoder: TextEncoder, batch_size: int, seed: int) -> dic
 def _pair_classification(
     task: PairClassificationTask, encoder: TextEncoder, batch_size: int, seed: int
 ) -> dict[str, Any]:
-    cos = _pair_embeddings(task.pairs, task, encoder, batch_size)
+    cos = pair_cosines(task, encoder, batch_size)
     labels = [int(p.score) for p in task.pairs]
     return {"cosine_ap": metrics.pair_average_precision(labels, cos), "num_pairs": len(task.pairs)}
 
