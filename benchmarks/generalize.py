@@ -141,12 +141,13 @@ def run_protocol(
 ) -> dict[str, Any]:
     """Run the pipeline (stages already complete for this config are reused) and summarise its evaluation."""
     from embedforge.pipeline.runner import run_pipeline
+    from embedforge.pipeline.steps import starting_model
 
     started = time.time()
     run_pipeline(config, run_dir, skip=skip, config_source=str(CONFIG))
     train = json.loads((run_dir / "train" / "manifest.json").read_text())
     manifest = json.loads((run_dir / "evaluate" / "manifest.json").read_text())
-    summary = summarise(manifest, labels, config.model.backbone)
+    summary = summarise(manifest, labels, starting_model(config))
     summary["train_seconds"] = round(float(train["finished_at"]) - float(train["started_at"]), 1)
     summary["steps"] = sum(s.steps for s in config.train.stages)
     summary["wall_seconds"] = round(time.time() - started, 1)
@@ -195,6 +196,7 @@ def main() -> None:
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
     from embedforge.config.loader import config_hash
+    from embedforge.pipeline.steps import starting_model
 
     torch.set_num_threads(2)
     machine = machine_info()
@@ -236,6 +238,7 @@ def main() -> None:
         entry = {
             "overrides": args.overrides,
             "protocol": protocol,
+            "starting_model": starting_model(config),
             "date": machine["date"],
             "ratios": ratios,
             "summary": {k: {x: v for x, v in r.items() if x != "tasks"} for k, r in results.items()},

@@ -77,6 +77,7 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
 
 def _check_run(config, docs: str, run_dir: Path) -> None:
     from embedforge.data.schema import TrainingExample
+    from embedforge.evaluate.models import load_model
     from embedforge.model import load_encoder
 
     record = run_pipeline(config, run_dir)
@@ -108,5 +109,7 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     assert deploy["model"] == expected
     text = "A note on the river and the castle."
     served = np.asarray(embed(deploy["endpoint"], config, [text])[0], dtype=np.float32)
-    local = load_encoder(expected).encode_documents([text])[0]
+    # the starting model is served with the settings evaluation scored it with (the run's model section)
+    local_model = load_model(expected, config.model) if chosen == "start" else load_encoder(expected)
+    local = local_model.encode_documents([text])[0]
     assert float(served @ local) >= 0.999

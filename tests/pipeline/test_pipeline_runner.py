@@ -15,6 +15,7 @@ import pytest
 
 from embedforge.config import EmbedforgeConfig, config_hash
 from embedforge.data.schema import TrainingExample
+from embedforge.evaluate.models import model_settings
 from embedforge.pipeline import PipelineError, run_pipeline
 from embedforge.pipeline.runner import read_pipeline
 from embedforge.pipeline.steps import (
@@ -25,6 +26,7 @@ from embedforge.pipeline.steps import (
     default_steps,
     entry_point,
     served_model,
+    starting_model,
 )
 from embedforge.runs.stage import StageRun
 
@@ -130,17 +132,38 @@ def test_missing_stage_is_named():
         entry_point("embedforge.pipeline.steps", "run_nothing")
 
 
-def test_models_compared_and_served(config, tmp_path):
+def test_models_compared_and_served(config, tmp_path, tiny_model_dir):
     config.evaluate.baselines = ["bundled:all-minilm-l6-v2", "bundled:smollm2-135m-instruct"]
     assert comparison_models(config) == [
         "trained",
-        "bundled:tiny-llama",
+        "bundled:tiny-llama?bidirectional=false",  # the tiny profile trains its decoder bidirectionally
         "bundled:all-minilm-l6-v2",
         "bundled:smollm2-135m-instruct",
     ]
     assert served_model(config, tmp_path) == str(tmp_path / "train" / "export" / "merged")
     config.serve.model = "bundled:all-minilm-l6-v2"
     assert served_model(config, tmp_path) == "bundled:all-minilm-l6-v2"
+
+
+def test_the_starting_model_is_the_backbone_as_its_user_has_it(config, tiny_model_dir, tiny_bert_dir, minilm_dir):
+    """An untrained decoder is compared with the causal attention it was pretrained with, whether the config asks
+    for bidirectional attention or a bare decoder gets it by default; encoders and causal runs are unchanged."""
+    for bidirectional in (True, None):
+        config.model.bidirectional = bidirectional
+        assert starting_model(config) == "bundled:tiny-llama?bidirectional=false"
+    config.model.bidirectional = False
+    assert starting_model(config) == "bundled:tiny-llama"
+    for backbone in ("bundled:tiny-bert", "bundled:all-minilm-l6-v2"):
+        config.model.backbone, config.model.bidirectional = backbone, None
+        assert starting_model(config) == backbone
+    config.model.backbone, config.model.bidirectional = "s3://models/some-decoder", True
+    assert starting_model(config) == "s3://models/some-decoder?bidirectional=false"
+
+
+def test_the_starting_model_is_served_as_evaluation_scored_it(config, tiny_model_dir):
+    base, settings = model_settings(starting_model(config), config.model)
+    assert base == "bundled:tiny-llama" and settings.bidirectional is False
+    assert settings.model_dump(exclude={"bidirectional"}) == config.model.model_dump(exclude={"bidirectional"})
 
 
 def test_export_step_requires_both_exports(config, tmp_path):

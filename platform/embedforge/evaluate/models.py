@@ -50,10 +50,17 @@ def load_model(ref: str, model_config: ModelConfig | None = None, device: str = 
         return HTTPEncoder(ref)
     from embedforge.model import load_encoder
 
+    base, config = model_settings(ref, model_config)
+    encoder = load_encoder(base, model_config=config, device=device)
+    encoder.name = ref
+    return encoder
+
+
+def model_settings(ref: str, model_config: ModelConfig | None = None) -> tuple[str, ModelConfig]:
+    """What `load_model` loads for a model reference: the path or `bundled:` name, and `model_config` (default: the
+    defaults) with the reference's options applied."""
     base, options = split_reference(ref)
     config = model_config or ModelConfig()
     if options:
         config = ModelConfig.model_validate({**config.model_dump(), **options})
-    encoder = load_encoder(base, model_config=config, device=device)
-    encoder.name = ref
-    return encoder
+    return base, config

@@ -28,7 +28,7 @@ from embedforge.models.bundled import prepare
 from embedforge.paths import BUNDLED_PREFIX, REPO_ROOT
 from embedforge.pipeline.probe import PROBE_TEXT, api_key, base_url, probe_endpoint
 from embedforge.pipeline.runner import read_pipeline
-from embedforge.pipeline.steps import deploy_decision, entry_point, served_model
+from embedforge.pipeline.steps import deploy_decision, entry_point, served_model, starting_model
 from embedforge.pipeline.submit import submit_pipeline
 
 log = logging.getLogger("embedforge.demo")
@@ -103,7 +103,8 @@ def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
     if not manifest.is_file():
         return ""
     scores = json.loads(manifest.read_text()).get("scores", {})
-    columns = {"starting model": config.model.backbone, "all-MiniLM-L6-v2": MINILM, "trained": TRAINED}
+    start = starting_model(config)
+    columns = {"starting model": start, "all-MiniLM-L6-v2": MINILM, "trained": TRAINED}
     lines = ["| task | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
     for task, per_model in scores.items():
         label = f"{task} (validation slice: held-out synthetic queries)" if task == HELDOUT_TASK else task
@@ -111,8 +112,7 @@ def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     decision = deploy_decision(config, run_dir)
     if decision is not None:
-        start = f"the starting model ({config.model.backbone})"
-        served = "the trained model" if decision.deploy == "trained" else start
+        served = "the trained model" if decision.deploy == "trained" else f"the starting model ({start})"
         lines.append(f"\ndeployed: {served}, because {decision.reason}")
     return "\n".join(lines)
 

@@ -17,10 +17,11 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
+from embedforge.evaluate.models import model_settings
 from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.pipeline.deploy_guard import DeployDecision, decide
 from embedforge.pipeline.probe import probe_endpoint
-from embedforge.runs.store import store_of
+from embedforge.runs.store import is_remote, store_of
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +69,31 @@ def _trains(config: EmbedforgeConfig) -> bool:
     return config.train.enabled and bool(config.train.stages)
 
 
+def starting_model(config: EmbedforgeConfig) -> str:
+    """Evaluation's name for the model the run starts from, as its user has it: the backbone with the run's model
+    settings, except that a decoder the run trains with bidirectional attention (NV-Embed 3.1) keeps the causal
+    attention it was pretrained with (`?bidirectional=false`, see evaluate.models). So every recipe on one
+    backbone is measured from the same model, whichever attention it trains. A backbone in object storage is not
+    copied to the driver to read its family: it is taken for a decoder when the config sets `bidirectional: true`."""
+    backbone, bidirectional = config.model.backbone, config.model.bidirectional
+    if bidirectional is False:
+        return backbone
+    if is_remote(backbone):
+        is_decoder = bool(bidirectional)
+    else:
+        from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_config
+        from embedforge.models.bundled import resolve_model
+
+        spec = read_backbone_spec(resolve_model(backbone))
+        is_decoder = spec.is_decoder and resolve_model_config(config.model, spec).bidirectional
+    return f"{backbone}?bidirectional=false" if is_decoder else backbone
+
+
 def comparison_models(config: EmbedforgeConfig) -> list[str]:
-    """Trained model (evaluation's name for run_dir/train/model), untrained backbone, every model-backed
+    """Trained model (evaluation's name for run_dir/train/model), the starting model, every model-backed
     teacher, then the configured baselines; no repeats."""
     refs = [TRAINED] if _trains(config) else []
-    refs.append(config.model.backbone)
+    refs.append(starting_model(config))
     refs += [t.model for t in config.mine.teachers if t.model and config.mine.enabled]
     refs += config.evaluate.baselines
     return list(dict.fromkeys(refs))
@@ -114,15 +135,17 @@ def deploy_decision(config: EmbedforgeConfig, run_dir: Path) -> DeployDecision |
     if config.serve.model or not _trains(config) or not config.evaluate.enabled or not manifest.is_file():
         return None
     scores = json.loads(manifest.read_text()).get("scores", {})
-    return decide(scores, TRAINED, config.model.backbone)
+    return decide(scores, TRAINED, starting_model(config))
 
 
 def _deploy(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
     decision = deploy_decision(config, run_dir)
-    model = config.model.backbone if decision and decision.deploy == "start" else served_model(config, run_dir)
+    model, settings = served_model(config, run_dir), None
+    if decision and decision.deploy == "start":  # served as evaluation scored it: the run's model settings
+        model, settings = model_settings(starting_model(config), config.model)
     if decision:
         log.info("deploy decision: %s (%s)", decision.deploy, decision.reason)
-    url = entry_point("embedforge.serve.deploy", "deploy")(config, model)
+    url = entry_point("embedforge.serve.deploy", "deploy")(config, model, model_config=settings)
     out = {"endpoint": url, "model": model, "probe": probe_endpoint(url, config)}
     return out | ({"decision": decision.as_dict()} if decision else {})
 

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from ray import serve
 
@@ -42,10 +43,11 @@ class Reply:
 class EmbeddingDeployment:
     """One model replica: the model, its token limiter and batcher, and the batch metrics."""
 
-    def __init__(self, config: ServeConfig, model: str) -> None:
+    def __init__(self, config: ServeConfig, model: str, model_config: dict[str, Any] | None = None) -> None:
         import torch
 
         from embedforge.cluster.device import assigned_device, model_dtype
+        from embedforge.config.model import ModelConfig
         from embedforge.model import load_encoder
 
         torch.set_num_threads(config.torch_threads or max(1, round(config.num_cpus)))
@@ -53,7 +55,8 @@ class EmbeddingDeployment:
         self.metrics = BatchMetrics()
         started = time.perf_counter()
         self.device = assigned_device()
-        encoder = load_encoder(model, device=self.device)
+        settings = None if model_config is None else ModelConfig.model_validate(model_config)
+        encoder = load_encoder(model, model_config=settings, device=self.device)
         self.dtype = model_dtype(encoder)
         self.service = EmbeddingService(encoder, config, observe_batch=self.metrics.batch)
         log.info(

@@ -28,6 +28,7 @@ from ray import serve
 from ray.serve import Application
 
 from embedforge.config import EmbedforgeConfig, load_config
+from embedforge.config.model import ModelConfig
 from embedforge.config.serve import ServeConfig
 from embedforge.runs.store import RunStore, is_remote
 from embedforge.serve.app import EmbeddingDeployment
@@ -112,15 +113,20 @@ def gateway_options(serve_config: ServeConfig) -> dict[str, Any]:
     }
 
 
-def build_app(config: EmbedforgeConfig | ServeConfig, model: str) -> Application:
+def build_app(
+    config: EmbedforgeConfig | ServeConfig, model: str, model_config: ModelConfig | None = None
+) -> Application:
     """The bound application: the HTTP gateway in front of the autoscaled model deployment. Keys from the
     environment are read here (driver side) and only their digests reach the gateway; a key file is checked here
-    and read by the gateway itself, again and again, so that it can rotate."""
+    and read by the gateway itself, again and again, so that it can rotate. `model_config`: the settings a plain
+    backbone is loaded with (default: its own)."""
     serve_config = serve_section(config)
     digests = digests_from_env(serve_config.api_keys_env)
     if serve_config.api_keys_file is not None:
         digests_from_file(serve_config.api_keys_file)  # fails here, before any replica starts, when unreadable
-    replicas = EmbeddingDeployment.options(**deployment_options(serve_config)).bind(serve_config, model)
+    replicas = EmbeddingDeployment.options(**deployment_options(serve_config)).bind(
+        serve_config, model, None if model_config is None else model_config.model_dump(mode="json")
+    )
     return EmbeddingGateway.options(**gateway_options(serve_config)).bind(serve_config, digests, replicas)
 
 
@@ -170,8 +176,10 @@ def deploy(
     run_dir: str | Path | None = None,
     port: int | None = None,
     wait_ready_s: float = 300.0,
+    model_config: ModelConfig | None = None,
 ) -> str:
-    """Start (or update) the application on the current Ray cluster and return its base URL once ready."""
+    """Start (or update) the application on the current Ray cluster and return its base URL once ready.
+    `model_config`: the settings a plain backbone is loaded with (default: its own)."""
     from embedforge.cluster.local import connect
 
     serve_config = serve_section(config)
@@ -192,7 +200,8 @@ def deploy(
     if actual != wanted:
         log.warning("Serve already runs on port %d on this cluster; port %d is ignored", actual, wanted)
     log.info("deploying %s as %r (%s)", ref, serve_config.name, serve_config.model_name)
-    serve.run(build_app(config, ref), name=serve_config.name, route_prefix=serve_config.route_prefix, blocking=False)
+    app = build_app(config, ref, model_config)
+    serve.run(app, name=serve_config.name, route_prefix=serve_config.route_prefix, blocking=False)
     url = f"http://{host}:{actual}{serve_config.route_prefix.rstrip('/')}"
     info = wait_ready(url, wait_ready_s)
     log.info("serving %s at %s/v1/embeddings (dimension %s)", serve_config.model_name, url, info.get("dimension"))
