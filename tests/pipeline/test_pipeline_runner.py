@@ -156,8 +156,11 @@ def test_the_starting_model_is_the_backbone_as_its_user_has_it(config, tiny_mode
     for backbone in ("bundled:tiny-bert", "bundled:all-minilm-l6-v2"):
         config.model.backbone, config.model.bidirectional = backbone, None
         assert starting_model(config) == backbone
-    config.model.backbone, config.model.bidirectional = "s3://models/some-decoder", True
-    assert starting_model(config) == "s3://models/some-decoder?bidirectional=false"
+    for unread in ("s3://models/some-decoder", "/only/on/the/workers/some-decoder"):
+        config.model.backbone, config.model.bidirectional = unread, True
+        assert starting_model(config) == f"{unread}?bidirectional=false"
+        config.model.bidirectional = None
+        assert starting_model(config) == unread
 
 
 def test_the_starting_model_is_served_as_evaluation_scored_it(config, tiny_model_dir):

@@ -73,18 +73,22 @@ def starting_model(config: EmbedforgeConfig) -> str:
     """Evaluation's name for the model the run starts from, as its user has it: the backbone with the run's model
     settings, except that a decoder the run trains with bidirectional attention (NV-Embed 3.1) keeps the causal
     attention it was pretrained with (`?bidirectional=false`, see evaluate.models). So every recipe on one
-    backbone is measured from the same model, whichever attention it trains. A backbone in object storage is not
-    copied to the driver to read its family: it is taken for a decoder when the config sets `bidirectional: true`."""
+    backbone is measured from the same model, whichever attention it trains. A backbone the driver cannot read
+    (in object storage, which is not copied to the driver, or on the workers' disks only) is taken for a decoder
+    when the config sets `bidirectional: true`."""
+    from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_config
+    from embedforge.models.bundled import resolve_model
+
     backbone, bidirectional = config.model.backbone, config.model.bidirectional
     if bidirectional is False:
         return backbone
-    if is_remote(backbone):
+    try:
+        spec = None if is_remote(backbone) else read_backbone_spec(resolve_model(backbone))
+    except FileNotFoundError:
+        spec = None
+    if spec is None:
         is_decoder = bool(bidirectional)
     else:
-        from embedforge.model.backbone_spec import read_backbone_spec, resolve_model_config
-        from embedforge.models.bundled import resolve_model
-
-        spec = read_backbone_spec(resolve_model(backbone))
         is_decoder = spec.is_decoder and resolve_model_config(config.model, spec).bidirectional
     return f"{backbone}?bidirectional=false" if is_decoder else backbone
 
