@@ -84,14 +84,19 @@ def link_shared_stages(source: Path, run_dir: Path) -> None:
             target.symlink_to((source / stage).resolve())
 
 
-def summarise(manifest: dict[str, Any], labels: dict[str, str], backbone: str) -> dict[str, Any]:
-    """Per-task scores x100 and the gain of the trained model over the untrained backbone, per label."""
+def summarise(manifest: dict[str, Any], labels: dict[str, str], start: str, backbone: str) -> dict[str, Any]:
+    """Per-task scores x100 and the gain of the trained model over the starting model (`start`, evaluation's name
+    for it), per label. When the run trains the backbone with other attention than the starting model's
+    (`backbone`: the untrained backbone with the run's settings), that model's scores are kept beside them as
+    `untrained_bidirectional`."""
     per_task = {}
     for task, scores in manifest["scores"].items():
         row = {name: round(100 * value, 2) for name, value in scores.items()}
-        row = {"data": labels[task], "backbone": row[backbone], "trained": row["trained"], "minilm": row.get(MINILM)}
-        row["gain"] = round(row["trained"] - row["backbone"], 2)
-        per_task[task] = row
+        out = {"data": labels[task], "backbone": row[start], "trained": row["trained"], "minilm": row.get(MINILM)}
+        out["gain"] = round(out["trained"] - out["backbone"], 2)
+        if backbone != start:
+            out["untrained_bidirectional"] = row[backbone]
+        per_task[task] = out
     return {"tasks": per_task, **averages(per_task)}
 
 
@@ -114,6 +119,8 @@ def averages(per_task: dict[str, dict[str, Any]]) -> dict[str, Any]:
         minilm = [per_task[t]["minilm"] for t in tasks if per_task[t]["minilm"] is not None]
         if len(minilm) == len(tasks):
             out[f"{key}_avg_minilm"] = _mean(minilm)
+        if all("untrained_bidirectional" in per_task[t] for t in tasks):
+            out[f"{key}_avg_untrained_bidirectional"] = _mean([per_task[t]["untrained_bidirectional"] for t in tasks])
     left_out = [t for t, row in per_task.items() if row["data"] == "left out"]
     families: dict[str, list[float]] = {}
     for task in left_out:
@@ -147,7 +154,7 @@ def run_protocol(
     run_pipeline(config, run_dir, skip=skip, config_source=str(CONFIG))
     train = json.loads((run_dir / "train" / "manifest.json").read_text())
     manifest = json.loads((run_dir / "evaluate" / "manifest.json").read_text())
-    summary = summarise(manifest, labels, starting_model(config))
+    summary = summarise(manifest, labels, starting_model(config), config.model.backbone)
     summary["train_seconds"] = round(float(train["finished_at"]) - float(train["started_at"]), 1)
     summary["steps"] = sum(s.steps for s in config.train.stages)
     summary["wall_seconds"] = round(time.time() - started, 1)
@@ -211,6 +218,8 @@ def main() -> None:
     if uncovered:
         logging.warning("families with no left-out dataset in this recipe: %s", uncovered)
     config = load_config(str(CONFIG), protocol_overrides(labels, args.overrides))
+    if starting_model(config) != config.model.backbone:  # also score the untrained backbone with the run's attention
+        config.evaluate.baselines.append(config.model.backbone)
     # a private cluster: never join a development head another process left running on this machine
     start_private_cluster(2, 1024**3)
     protocol = (

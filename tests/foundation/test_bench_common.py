@@ -121,3 +121,22 @@ def test_generalize_averages_per_label_and_per_family(generalize):
     assert out["ood_gain_by_family"] == {"classification": 1.0, "sts": 10.0}
     assert out["ood_avg_gain_except_classification"] == 10.0
     assert "ood_avg_minilm" not in out and out["id_avg_minilm"] == 85.0  # a missing MiniLM score: no average
+
+
+def test_generalize_measures_from_the_starting_model_and_keeps_the_bidirectional_backbone(generalize):
+    manifest = {
+        "scores": {
+            "sick": {"trained": 0.70, "bb?bidirectional=false": 0.50, "bb": 0.60, generalize.MINILM: 0.80},
+            "stsb": {"trained": 0.75, "bb?bidirectional=false": 0.45, "bb": 0.55, generalize.MINILM: 0.85},
+        }
+    }
+    labels = {"sick": "left out", "stsb": "in-distribution"}
+    out = generalize.summarise(manifest, labels, "bb?bidirectional=false", "bb")
+    assert out["tasks"]["sick"] == {
+        "data": "left out", "backbone": 50.0, "trained": 70.0, "minilm": 80.0, "gain": 20.0,
+        "untrained_bidirectional": 60.0,
+    }  # fmt: skip
+    assert out["ood_avg_untrained_bidirectional"] == 60.0 and out["id_avg_untrained_bidirectional"] == 55.0
+    causal = generalize.summarise(manifest, labels, "bb", "bb")
+    assert causal["tasks"]["sick"]["gain"] == 10.0 and "untrained_bidirectional" not in causal["tasks"]["sick"]
+    assert "ood_avg_untrained_bidirectional" not in causal

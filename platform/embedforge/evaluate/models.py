@@ -57,8 +57,8 @@ def load_model(ref: str, model_config: ModelConfig | None = None, device: str = 
 
 
 def model_settings(ref: str, model_config: ModelConfig | None = None) -> tuple[str, ModelConfig]:
-    """What `load_model` loads for a model reference: the path or `bundled:` name, and `model_config` (default: the
-    defaults) with the reference's options applied."""
+    """What `load_model` loads for a model reference: the path or `bundled:` name, and the model settings, which are
+    `model_config` (default: `ModelConfig()`) with the reference's options applied."""
     base, options = split_reference(ref)
     config = model_config or ModelConfig()
     if options:
