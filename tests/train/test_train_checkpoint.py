@@ -1,5 +1,5 @@
 """Checkpoint files round-trip the trainable state; the newest complete checkpoint of a config is found;
-metrics rows keep the last attempt of each step and are drawn as a PNG."""
+metrics rows keep the last attempt of each step, are drawn as a PNG and time the training across attempts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from embedforge.train.checkpoint import (
     read_state,
     save_checkpoint,
 )
-from embedforge.train.metrics import append_row, plot_curves, read_rows
+from embedforge.train.metrics import append_row, plot_curves, read_rows, training_seconds
 from embedforge.train.schedule import make_optimizer, make_scheduler
 
 
@@ -80,3 +80,12 @@ def test_metrics_keep_last_attempt_and_plot(tmp_path):
     png = plot_curves(csv_path, tmp_path / "curves.png")
     assert png is not None and png.stat().st_size > 5_000
     assert plot_curves(tmp_path / "missing.csv", tmp_path / "none.png") is None
+
+
+def test_training_seconds_sum_the_attempts_without_the_gap_between_them(tmp_path):
+    csv_path = tmp_path / "metrics.csv"
+    # attempt 1 trains steps 1-3 (2 s each) and dies; attempt 2 starts 1000 s later, redoes step 3, trains step 4
+    for attempt, step, end in ((1, 1, 102.0), (1, 2, 104.0), (1, 3, 106.0), (2, 3, 1108.0), (2, 4, 1110.0)):
+        append_row(csv_path, {"step": step, "attempt": attempt, "step_s": 2.0, "time": end})
+    assert training_seconds(read_rows(csv_path)) == pytest.approx(4.0 + 4.0)
+    assert training_seconds([]) == 0.0

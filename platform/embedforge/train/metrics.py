@@ -45,6 +45,18 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return [by_step[s] for s in sorted(by_step)]
 
 
+def training_seconds(rows: list[dict[str, str]]) -> float:
+    """Seconds the steps of `rows` (`read_rows`: the last attempt of each step) took, summed per attempt from the
+    start of its first step to the end of its last: start-up, the steps a killed attempt did again after resuming
+    and the time between a killed attempt and its resume are not counted."""
+    spans: dict[str, tuple[float, float]] = {}
+    for row in rows:
+        end = float(row["time"])
+        start = spans[row["attempt"]][0] if row["attempt"] in spans else end - float(row["step_s"])
+        spans[row["attempt"]] = (start, end)
+    return sum(end - start for start, end in spans.values())
+
+
 def plot_curves(path: Path, out: Path) -> Path | None:
     """Draw every non-empty metric against the step, one panel each, with stage boundaries marked."""
     rows = read_rows(path)

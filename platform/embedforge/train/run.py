@@ -20,7 +20,7 @@ from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
 from embedforge.train.checkpoint import latest_checkpoint, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.finish import STAGE, finish_training
-from embedforge.train.metrics import plot_curves, read_rows
+from embedforge.train.metrics import plot_curves, read_rows, training_seconds
 from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         stage.store.pull(stage.dir / RAY_DIR, f"{STAGE}/{RAY_DIR}", exact=True)
         for name in (METRICS_CSV, ATTEMPTS):
             stage.store.pull(stage.dir / name, f"{STAGE}/{name}")
-    stage.time("fit", trainer_seconds(stage.dir))
+    stage.time("fit", training_seconds(read_rows(stage.dir / METRICS_CSV)))
     if result.checkpoint is None:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
     with result.checkpoint.as_directory() as ckpt:
@@ -192,9 +192,3 @@ def check_query_room(config: EmbedforgeConfig, plans: list[StagePlan]) -> None:
             f"train: a query's instruction{demos} take {need} tokens (with the special tokens), leaving no room for "
             f"the query within model.max_query_length={limit}: raise it or shorten them (task: {task[:80]!r})"
         )
-
-
-def trainer_seconds(out_dir: Path) -> float:
-    """Wall time between the first and last metrics rows (the training itself, without start-up)."""
-    rows = read_rows(out_dir / METRICS_CSV)
-    return float(rows[-1]["time"]) - float(rows[0]["time"]) if len(rows) > 1 else 0.0
