@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -117,6 +118,35 @@ def test_cached_encoder_keys_the_models_settings(tmp_path, tiny_encoder):
     other_lora = CachedEncoder(load_model("bundled:tiny-llama", lora_config), "bundled:tiny-llama", tmp_path)
     other_lora.encode_documents(texts)  # LoRA settings shape training only: the untrained backbone's vectors stand
     assert other_lora.hits == 2 and other_lora.misses == 0
+
+
+def test_cached_encoder_keys_the_model_not_its_name(tmp_path, tiny_encoder, tiny_model_dir):
+    """A bidirectional run's starting model (`backbone?bidirectional=false`) and the same backbone under a causal
+    run's settings are one model: the second reads the first's vectors. Options never hide the folder's
+    fingerprint: a model replaced under the same reference is encoded again."""
+    texts = ["some words here", "other words"]
+    bidirectional_run = tiny_encoder.config.model_copy(update={"bidirectional": True})
+    causal_run = tiny_encoder.config.model_copy(update={"bidirectional": False})
+    ref = "bundled:tiny-llama?bidirectional=false"
+    first = CachedEncoder(load_model(ref, bidirectional_run), ref, tmp_path)
+    vectors = first.encode_documents(texts)
+    assert first.misses == 2
+    second = CachedEncoder(load_model("bundled:tiny-llama", causal_run), "bundled:tiny-llama", tmp_path)
+    np.testing.assert_array_equal(second.encode_documents(texts), vectors)
+    assert second.name != first.name and second.hits == 2 and second.misses == 0
+    bidirectional = CachedEncoder(load_model("bundled:tiny-llama", bidirectional_run), "bundled:tiny-llama", tmp_path)
+    bidirectional.encode_documents(texts)  # the other attention is another model
+    assert bidirectional.misses == 2
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    copy_ref = f"{folder}?bidirectional=false"
+    CachedEncoder(load_model(copy_ref, bidirectional_run), copy_ref, tmp_path / "cache").encode_documents(texts)
+    config_file = folder / "config.json"
+    config_file.write_text(config_file.read_text() + " ")  # the model at this path changed
+    again = CachedEncoder(load_model(copy_ref, bidirectional_run), copy_ref, tmp_path / "cache")
+    again.encode_documents(texts)
+    assert again.misses == 2 and again.hits == 0
 
 
 def test_model_reference_options(tiny_model_dir):

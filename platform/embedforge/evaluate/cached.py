@@ -4,8 +4,10 @@ Keys are hashes of (model identity, side, instruction, text) (`embedforge.embedd
 evaluation, or evaluating a model mining already used, re-encodes nothing. The model identity includes the
 modification time of a local model folder, so a retrained model at the same path never reads stale vectors, and
 an embedforge encoder's settings (pooling, attention, lengths, instructions), so the same backbone evaluated with
-another pooling never reads the vectors of the first; its LoRA settings are left out of the key, so an untrained
-backbone is encoded once for every run that adapts it otherwise.
+another pooling never reads the vectors of the first. An embedforge encoder is keyed by its folder and those
+settings alone, not by the name a report gives it: `backbone?bidirectional=false` (a bidirectional run's starting
+model) and `backbone` under a causal run's settings are one model, encoded once. Its LoRA settings are left out of
+the key too, so an untrained backbone is encoded once for every run that adapts it otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from embedforge.config.model import ModelConfig
 from embedforge.embeddings.cache import EmbeddingCache, encoder_identity, model_fingerprint
+from embedforge.evaluate.models import split_reference
 from embedforge.model.protocol import Demonstration, TextEncoder
 
 
@@ -28,12 +31,15 @@ class CachedEncoder:
         self.encoder = encoder
         self.name = encoder.name
         self.root = Path(root)
-        self.fingerprint = model_fingerprint(model_ref)
         settings = getattr(encoder, "config", None)  # an Embedder's; other encoders' live in their folder
-        # the LoRA section shapes training only: trained weights are told apart by the fingerprint of their folder
-        self.settings = (
-            {"model_settings": settings.model_dump_json(exclude={"lora"})} if isinstance(settings, ModelConfig) else {}
-        )
+        if isinstance(settings, ModelConfig):
+            # the folder and the settings the reference's options were applied to make the embedding, not its name;
+            # the LoRA section shapes training only: trained weights are told apart by the fingerprint of their folder
+            self.fingerprint = model_fingerprint(split_reference(model_ref)[0])
+            self.settings = {"model_settings": settings.model_dump_json(exclude={"lora"})}
+        else:
+            self.fingerprint = model_fingerprint(model_ref)
+            self.settings = {"encoder": self.name}
         self._caches: dict[tuple[str, str, str], EmbeddingCache] = {}
         self.hits = 0
         self.misses = 0
@@ -47,9 +53,7 @@ class CachedEncoder:
         key = (side, task or "", demos)
         if key not in self._caches:
             extra = {**self.settings, **({"demonstrations": demos} if demos else {})}
-            identity = encoder_identity(
-                model=self.fingerprint, side=side, prefix=task or "", encoder=self.name, **extra
-            )
+            identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", **extra)
             self._caches[key] = EmbeddingCache(self.root, identity)
         return self._caches[key]
 
