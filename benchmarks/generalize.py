@@ -236,7 +236,13 @@ def main() -> None:
         if scale != 1:
             link_shared_stages(first, run_dir)
         skip = ("deploy",) if scale == 1 else ("synth", "mine", "deploy")
-        summary = {"date": machine_info()["date"], **run_protocol(scaled(config, scale), run_dir, skip, labels)}
+        # each budget says where it ran: a result may keep budgets trained on other machines (earlier_scales)
+        ran_on = machine_info()
+        summary = {
+            "date": ran_on["date"],
+            "machine": ran_on,
+            **run_protocol(scaled(config, scale), run_dir, skip, labels),
+        }
         results[f"x{scale}"] = summary
         suffix = "" if scale == 1 else f"_x{scale}"
         for key in ("ood_avg_gain", "ood_worst_task_delta", "id_avg_gain"):
@@ -249,6 +255,7 @@ def main() -> None:
             "protocol": protocol,
             "starting_model": starting_model(config),
             "date": machine["date"],
+            "machine": machine,
             "ratios": ratios,
             "summary": {k: {x: v for x, v in r.items() if x != "tasks"} for k, r in results.items()},
             "tasks": {k: r["tasks"] for k, r in results.items()},
