@@ -255,7 +255,6 @@ def main() -> None:
             "protocol": protocol,
             "starting_model": starting_model(config),
             "date": machine["date"],
-            "machine": machine,
             "ratios": ratios,
             "summary": {k: {x: v for x, v in r.items() if x != "tasks"} for k, r in results.items()},
             "tasks": {k: r["tasks"] for k, r in results.items()},

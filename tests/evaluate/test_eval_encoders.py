@@ -134,6 +134,7 @@ def test_cached_encoder_keys_the_model_not_its_name(tmp_path, tiny_encoder, tiny
     second = CachedEncoder(load_model("bundled:tiny-llama", causal_run), "bundled:tiny-llama", tmp_path)
     np.testing.assert_array_equal(second.encode_documents(texts), vectors)
     assert second.name != first.name and second.hits == 2 and second.misses == 0
+    np.testing.assert_allclose(vectors, second.encoder.encode_documents(texts), atol=1e-6)  # the vectors it would make
     bidirectional = CachedEncoder(load_model("bundled:tiny-llama", bidirectional_run), "bundled:tiny-llama", tmp_path)
     bidirectional.encode_documents(texts)  # the other attention is another model
     assert bidirectional.misses == 2
