@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from embedforge.cluster.device import read_usage
 from embedforge.config.evaluate import TRAINED, CustomTask
-from embedforge.evaluate.run import model_references, run_evaluate
+from embedforge.evaluate.run import model_references, run_evaluate, usage_dir
 from embedforge.evaluate.tasks import FAMILIES
 from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun
@@ -82,6 +83,11 @@ def test_full_evaluation_of_the_tiny_model(ray_cluster, tiny_model_dir, shared_d
     assert set(report["deltas"]) == {TRAINED}
     assert (run_dir / "evaluate" / "report.png").stat().st_size > 10_000
     assert (run_dir / "evaluate" / "report.md").read_text().startswith("# Evaluation report")
+    # one actor scored both models, one after the other: the stage starts its worker process once, not per model
+    workers = {
+        name: {r["worker"] for r in read_usage(usage_dir(run_dir / "evaluate", name))} for name in report["usage"]
+    }
+    assert len(workers[TRAINED]) == 1 and workers[TRAINED] == workers[BASELINE], workers
 
     # complete for this config and these inputs: the second call skips and returns the same manifest
     again = run_evaluate(eval_config, run_dir)

@@ -23,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,8 +234,15 @@ def three_nodes(tmp_path_factory, s3_server, single_node_run, head):
     try:
         proc, dashboard, gcs = _node_with_retries(envs["head"], root, "head")
         procs.append(proc)
-        for name, resources in NODE_RESOURCES.items():
-            procs.append(_node_with_retries(envs[name], root, name, head=gcs, resources=resources)[0])
+        with ThreadPoolExecutor(len(NODE_RESOURCES)) as pool:  # the two nodes join the head at once
+            joining = [
+                pool.submit(_node_with_retries, envs[name], root, name, head=gcs, resources=resources)
+                for name, resources in NODE_RESOURCES.items()
+            ]
+        procs += [future.result()[0] for future in joining if future.exception() is None]  # stopped in any case
+        for future in joining:
+            if future.exception() is not None:
+                raise future.exception()
         yield Cluster(dashboard, envs["head"], folders)
     finally:
         _stop(*procs)

@@ -72,7 +72,9 @@ class EvaluateConfig(Section):
     )
     seed: int = 0
     batch_size: PositiveInt = 32
-    concurrency: PositiveInt = Field(1, description="Ray workers per model, each holding a copy of the model")
+    concurrency: PositiveInt = Field(
+        1, description="Ray workers scoring tasks at once, each holding a copy of the model it scores"
+    )
     cpus_per_worker: float = Field(1.0, gt=0)
     gpus_per_worker: float = Field(0.0, ge=0, description="GPUs each worker reserves; it encodes on them when > 0")
     resources: CustomResources = resources_field("the evaluation workers")

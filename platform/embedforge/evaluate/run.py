@@ -1,9 +1,9 @@
 """`run_evaluate(config, run_dir, models)`: the Ray layer of evaluation (issue 7, recipe section 7).
 
-Tasks are built once on the driver (seeded sample of `max_examples_per_task`) and scored in parallel by Ray
-actors, `evaluate.concurrency` per model, each holding one copy of the model and reading the shared embedding
-cache. Every (model, task) result is saved as soon as it is done, so an interrupted evaluation resumes where it
-stopped; the report (Markdown, JSON, PNG) is written to `run_dir/evaluate/` and printed at the end.
+Tasks are built once on the driver (seeded sample of `max_examples_per_task`) and scored in parallel by the
+stage's `evaluate.concurrency` Ray actors, which load each model in turn (one copy per actor) and read the shared
+embedding cache. Every (model, task) result is saved as soon as it is done, so an interrupted evaluation resumes
+where it stopped; the report (Markdown, JSON, PNG) is written to `run_dir/evaluate/` and printed at the end.
 """
 
 from __future__ import annotations
@@ -78,34 +78,39 @@ def usage_dir(stage_dir: Path, model: str) -> Path:
 
 
 class _Worker:
-    """One model copy in a Ray actor, on the device Ray assigned it; scores tasks one at a time and records where
-    it ran in `usage_dir`."""
+    """A Ray actor on the device Ray assigned it, holding one model at a time: `load` replaces the model it holds
+    (the stage's actors score every model in turn, so each process and its imports start once per stage, not once
+    per model), `score` scores one task and records where it ran in the model's usage folder."""
 
-    def __init__(
-        self,
-        ref: str,
-        name: str,
-        model_config: dict[str, Any],
-        cache: str | None,
-        batch_size: int,
-        seed: int,
-        threads: int,
-        usage_dir: str,
-    ) -> None:
+    def __init__(self, cache: str | None, batch_size: int, seed: int, threads: int) -> None:
         import torch
 
-        from embedforge.cluster.device import assigned_device, model_dtype
+        from embedforge.cluster.device import assigned_device
+
+        torch.set_num_threads(threads)
+        self.device = assigned_device()
+        self.cache, self.batch_size, self.seed = cache, batch_size, seed
+        self.encoder: Any = None
+
+    def load(self, ref: str, name: str, model_config: dict[str, Any], usage_dir: str) -> None:
+        import gc
+
+        import torch
+
+        from embedforge.cluster.device import model_dtype
         from embedforge.config.model import ModelConfig
         from embedforge.evaluate.cached import CachedEncoder
         from embedforge.evaluate.models import load_model
 
-        torch.set_num_threads(threads)
-        self.device = assigned_device()
+        self.encoder = None  # the previous model's memory is free before the next one loads
+        gc.collect()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
         encoder = load_model(ref, ModelConfig.model_validate(model_config), self.device)
         encoder.name = name
         self.dtype = model_dtype(encoder)
-        self.encoder = CachedEncoder(encoder, ref, cache) if cache else encoder
-        self.batch_size, self.seed, self.usage_dir = batch_size, seed, usage_dir
+        self.encoder = CachedEncoder(encoder, ref, self.cache) if self.cache else encoder
+        self.usage_dir = usage_dir
 
     def score(self, task: Task) -> dict[str, Any]:
         from embedforge.cluster.device import record_usage
@@ -125,11 +130,42 @@ class _Worker:
         }
 
 
+class _Workers:
+    """The stage's actors (`evaluate.concurrency`, no more than there are tasks), started when the first model has
+    a task to score and stopped with the stage."""
+
+    def __init__(self, config: EmbedforgeConfig, tasks: int) -> None:
+        self.config, self.count = config, min(config.evaluate.concurrency, tasks)
+        self.actors: list[Any] = []
+
+    def holding(self, name: str, ref: str, usage: str) -> list[Any]:
+        """The actors, each with model `ref` loaded under report name `name`."""
+        import ray
+
+        ev = self.config.evaluate
+        if not self.actors:
+            worker_cls = ray.remote(num_cpus=ev.cpus_per_worker, num_gpus=ev.gpus_per_worker, resources=ev.resources)(
+                _Worker
+            )
+            cache = cache_root(self.config) if ev.cache else None
+            threads = max(1, int(ev.cpus_per_worker))
+            self.actors = [worker_cls.remote(cache, ev.batch_size, ev.seed, threads) for _ in range(self.count)]
+        model_config = self.config.model.model_dump(mode="json")
+        ray.get([actor.load.remote(ref, name, model_config, usage) for actor in self.actors])
+        return self.actors
+
+    def stop(self) -> None:
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors = []
+
+
 def _evaluate_model(
-    name: str, ref: str, tasks: list[Task], config: EmbedforgeConfig, stage: StageRun, config_hash: str
+    name: str, ref: str, tasks: list[Task], stage: StageRun, config_hash: str, workers: _Workers
 ) -> dict[str, dict[str, Any]]:
-    """Score `tasks` for one model with Ray actors, reusing results saved by an earlier attempt."""
-    import ray
+    """Score `tasks` for one model on the stage's actors, reusing results saved by an earlier attempt."""
     from ray.util import ActorPool
 
     folder = stage.dir / "results" / _slug(name)
@@ -144,47 +180,28 @@ def _evaluate_model(
     log.info("model %s: %d tasks to score, %d reused from an earlier attempt", name, len(todo), len(results))
     if not todo:
         return results
-    ev = config.evaluate
-    worker_cls = ray.remote(num_cpus=ev.cpus_per_worker, num_gpus=ev.gpus_per_worker, resources=ev.resources)(_Worker)
-    actors = [
-        worker_cls.remote(
-            ref,
-            name,
-            config.model.model_dump(mode="json"),
-            cache_root(config) if ev.cache else None,
-            ev.batch_size,
-            ev.seed,
-            max(1, int(ev.cpus_per_worker)),
-            stage.usage_location(_slug(name)),
-        )
-        for _ in range(min(ev.concurrency, len(todo)))
-    ]
-    pool = ActorPool(actors)
+    pool = ActorPool(workers.holding(name, ref, stage.usage_location(_slug(name))))
     start = time.time()
     folder.mkdir(parents=True, exist_ok=True)
-    try:
-        for i, result in enumerate(pool.map_unordered(lambda a, t: a.score.remote(t), todo), start=1):
-            result["config_hash"], result["model"] = config_hash, name
-            tmp = folder / f".{result['task']}.json.tmp"
-            tmp.write_text(json.dumps(result, indent=2, default=float))
-            tmp.replace(folder / f"{result['task']}.json")  # atomic: a resumed run never reads half a file
-            results[result["task"]] = result
-            elapsed = time.time() - start
-            log.info(
-                "model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min",
-                name,
-                i,
-                len(todo),
-                result["task"],
-                result["main_metric"],
-                result["main_score"],
-                result["size"],
-                result["seconds"],
-                60 * i / elapsed,
-            )
-    finally:
-        for actor in actors:
-            ray.kill(actor)
+    for i, result in enumerate(pool.map_unordered(lambda a, t: a.score.remote(t), todo), start=1):
+        result["config_hash"], result["model"] = config_hash, name
+        tmp = folder / f".{result['task']}.json.tmp"
+        tmp.write_text(json.dumps(result, indent=2, default=float))
+        tmp.replace(folder / f"{result['task']}.json")  # atomic: a resumed run never reads half a file
+        results[result["task"]] = result
+        elapsed = time.time() - start
+        log.info(
+            "model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min",
+            name,
+            i,
+            len(todo),
+            result["task"],
+            result["main_metric"],
+            result["main_score"],
+            result["size"],
+            result["seconds"],
+            60 * i / elapsed,
+        )
     return {t.name: results[t.name] for t in tasks}
 
 
@@ -241,10 +258,14 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     # at the same path is scored again
     attempt = hashlib.sha256(json.dumps([digest, stage.input_identities()], sort_keys=True).encode()).hexdigest()[:16]
     results = {}
-    for name, ref in refs.items():
-        t0 = time.time()
-        results[name] = _evaluate_model(name, ref, tasks, config, stage, attempt)
-        stage.time(f"model:{name}", time.time() - t0)
+    workers = _Workers(config, len(tasks))
+    try:
+        for name, ref in refs.items():
+            t0 = time.time()
+            results[name] = _evaluate_model(name, ref, tasks, stage, attempt, workers)
+            stage.time(f"model:{name}", time.time() - t0)
+    finally:
+        workers.stop()
     stage.collect_usage()
     usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in refs}
     report = build_report(results, ev.baseline_for_deltas, provenance, contamination, usage)
