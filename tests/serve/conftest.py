@@ -52,9 +52,10 @@ def serve_test_config(**changes):
     return ServeConfig.model_validate({**TEST_SERVE, **changes})
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def served(ray_cluster, minilm_dir) -> Served:
-    """Deployed per test module and deleted after it, so its replica's CPU goes back to the session's cluster."""
+    """Deployed once for the serve tests (a package, so the fixture ends with them) and deleted after the last, so
+    its replica's CPU goes back to the session's cluster before the tests that need all of it."""
     from ray import serve
 
     from embedforge.serve.deploy import deploy
