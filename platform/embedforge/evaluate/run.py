@@ -106,6 +106,7 @@ class _Worker:
         gc.collect()
         if self.device == "cuda":
             torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()  # each model's usage record shows its own peak, not the last one's
         encoder = load_model(ref, ModelConfig.model_validate(model_config), self.device)
         encoder.name = name
         self.dtype = model_dtype(encoder)
