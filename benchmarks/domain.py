@@ -107,7 +107,8 @@ def main() -> None:
         run_dir = (args.runs / corpus).resolve()
         if not args.resume:
             shutil.rmtree(run_dir, ignore_errors=True)
-        cache = [f"mine.cache_dir={run_dir / 'embedding-cache'}"]  # cold, as on a fresh machine
+        # one cold embedding cache for mining and evaluation, as on a fresh machine
+        cache = [f"{stage}.cache_dir={run_dir / 'embedding-cache'}" for stage in ("mine", "evaluate")]
         config = load_config(str(CONFIG), corpus_overrides(corpus) + cache + args.overrides)
         started = time.time()
         run_pipeline(config, run_dir, skip=("deploy",), config_source=str(CONFIG))

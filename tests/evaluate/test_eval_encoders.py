@@ -120,6 +120,35 @@ def test_cached_encoder_keys_the_models_settings(tmp_path, tiny_encoder):
     assert other_lora.hits == 2 and other_lora.misses == 0
 
 
+def test_evaluation_reads_the_corpus_vectors_mining_wrote_with_the_same_model(tmp_path, minilm_dir):
+    """All-MiniLM-L6-v2 as mining's teacher (no prefixes) and as evaluation's model encodes texts alike, so the
+    vectors mining cached are evaluation's: read back, not encoded again, and equal to the model's own."""
+    from embedforge.config.mine import TeacherConfig
+    from embedforge.mine.embed_stage import EmbedActor
+
+    ref = "bundled:all-minilm-l6-v2"
+    texts = ["Spiders.", "Spiders have eight legs and most of them spin silk to build webs for their prey.", "Silk"]
+    teacher = TeacherConfig(kind="sentence_transformers", model=ref)
+    rows = {"text": np.array(texts * 2, dtype=object), "side": np.array(["document"] * 3 + ["query"] * 3, dtype=object)}
+    batch = {**rows, "instruction": np.array([""] * 6, dtype=object), "instructed": np.zeros(6, dtype=bool)}
+    assert EmbedActor(teacher.model_dump(mode="json"), str(tmp_path))(batch)["encoded"].tolist() == [6]
+
+    model = load_model(ref)
+    cached = CachedEncoder(model, ref, tmp_path)
+    documents = cached.encode_documents(texts)
+    queries = cached.encode_queries(texts, task="Given a question, retrieve passages that answer the question")
+    assert cached.hits == 6 and cached.misses == 0
+    np.testing.assert_allclose(documents, model.encode_documents(texts), atol=1e-5)
+    np.testing.assert_allclose(queries, model.encode_queries(texts), atol=1e-5)
+    # a teacher that prefixes its texts made other vectors: evaluation never reads them
+    prefixed = TeacherConfig(kind="sentence_transformers", model=ref, document_prefix="passage: ")
+    other = tmp_path / "prefixed"
+    EmbedActor(prefixed.model_dump(mode="json"), str(other))(batch)
+    again = CachedEncoder(model, ref, other)
+    again.encode_documents(texts)
+    assert again.hits == 0 and again.misses == 3
+
+
 def test_cached_encoder_keys_the_model_not_its_name(tmp_path, tiny_encoder, tiny_model_dir):
     """A bidirectional run's starting model (`backbone?bidirectional=false`) and the same backbone under a causal
     run's settings are one model: the second reads the first's vectors. Options never hide the folder's

@@ -15,6 +15,7 @@ import pytest
 from embedforge.config import load_config
 from embedforge.data.io import read_parquet
 from embedforge.evaluate.registry import HELDOUT_TASK
+from embedforge.evaluate.run import results_dir
 from embedforge.models.bundled import prepare
 from embedforge.pipeline.probe import embed
 from embedforge.pipeline.runner import run_pipeline
@@ -23,6 +24,7 @@ from embedforge.pipeline.steps import export_dir
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
+MINILM = "bundled:all-minilm-l6-v2"
 WORDS = ["river", "castle", "engine", "violin", "glacier", "pepper", "satellite", "harbor", "lantern", "orchard"]
 
 
@@ -55,7 +57,7 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "synth.max_query_chars=150",
             "synth.judge.enabled=false",
             f"mine.corpus={docs}",
-            "mine.teachers=[{kind: sentence_transformers, model: bundled:all-minilm-l6-v2}, {kind: bm25}]",
+            f"mine.teachers=[{{kind: sentence_transformers, model: {MINILM}}}, {{kind: bm25}}]",
             "mine.selection={num_negatives: 1, candidate_k: 10}",
             "mine.sources=[synthetic]",
             "train.stages=[{name: domain, datasets: [{source: synthetic}], steps: 3, batch_size: 4, "
@@ -63,6 +65,10 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "train.checkpoint_every=1",
             "train.select_checkpoint=true",
             f"evaluate.tasks=[{HELDOUT_TASK}]",
+            f"evaluate.baselines=[{MINILM}]",
+            # one cold embedding cache for mining and evaluation, as on a fresh machine
+            f"mine.cache_dir={tmp_path / 'cache'}",
+            f"evaluate.cache_dir={tmp_path / 'cache'}",
             "serve.port=0",
         ],
     )
@@ -97,6 +103,12 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     scores_by_step = {int(k): v for k, v in selection["scores"].items()}
     assert sorted(scores_by_step) == [1, 2, 3]
     assert scores_by_step[selection["selected_step"]] == max(scores_by_step.values())
+
+    # evaluation read the collection's MiniLM vectors that mining wrote; only the held-out queries were encoded
+    baseline = json.loads((results_dir(run_dir / "evaluate", MINILM) / f"{HELDOUT_TASK}.json").read_text())
+    assert baseline["texts"]["from_cache"] >= len(collection), baseline["texts"]
+    heldout_queries = (run_dir / "synth" / "heldout" / "queries.jsonl").read_text().splitlines()
+    assert baseline["texts"]["encoded"] <= len(heldout_queries)
 
     # the guard decided on the validation slice, and the endpoint serves the model it chose
     deploy = record["steps"]["deploy"]

@@ -55,6 +55,14 @@ def encoder_identity(model: str, pooling: str = "", prefix: str = "", side: str 
     return json.dumps({"model": model, "pooling": pooling, "prefix": prefix, "side": side, **extra}, sort_keys=True)
 
 
+def sentence_transformers_identity(fingerprint: str, side: str, prefix: str, max_length: int) -> str:
+    """The identity of a sentence-transformers model's vectors of `prefix + text` (no sentence-transformers prompt),
+    cut at `max_length` tokens. Mining's sentence-transformers teachers and evaluation's bare sentence-transformers
+    encoders name their vectors alike, so a corpus the teacher encoded in mining (all-MiniLM-L6-v2, the documents
+    profile's teacher, starting model and baseline) is not encoded again when evaluation scores the same model."""
+    return encoder_identity(fingerprint, "sentence_transformers", prefix, side, max_length=str(max_length))
+
+
 def text_key(identity: str, text: str) -> bytes:
     """The cache key of one text under one encoder identity."""
     return hashlib.blake2b(f"{identity}\x00{text}".encode(), digest_size=KEY_BYTES).digest()

@@ -7,7 +7,9 @@ an embedforge encoder's settings (pooling, attention, lengths, instructions), so
 another pooling never reads the vectors of the first. An embedforge encoder is keyed by its folder and those
 settings alone, not by the name a report gives it: `backbone?bidirectional=false` (a bidirectional run's starting
 model) and `backbone` under a causal run's settings are one model, encoded once. Its LoRA settings are left out of
-the key too, so an untrained backbone is encoded once for every run that adapts it otherwise.
+the key too, so an untrained backbone is encoded once for every run that adapts it otherwise. A sentence-transformers
+folder that encodes texts bare (all-MiniLM-L6-v2) is keyed as mining keys a sentence-transformers teacher without
+prefixes (`sentence_transformers_identity`): the corpus mining encoded with it is read back, not encoded again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from embedforge.config.model import ModelConfig
-from embedforge.embeddings.cache import EmbeddingCache, encoder_identity, model_fingerprint
+from embedforge.embeddings.cache import (
+    EmbeddingCache,
+    encoder_identity,
+    model_fingerprint,
+    sentence_transformers_identity,
+)
 from embedforge.evaluate.models import split_reference
 from embedforge.model.protocol import Demonstration, TextEncoder
 
@@ -32,6 +39,8 @@ class CachedEncoder:
         self.name = encoder.name
         self.root = Path(root)
         settings = getattr(encoder, "config", None)  # an Embedder's; other encoders' live in their folder
+        # a sentence-transformers folder encoding texts bare: its vectors are named as mining's teacher names them
+        self.bare_max_length: int | None = getattr(encoder, "bare_max_length", None)
         if isinstance(settings, ModelConfig):
             # the folder and the settings the reference's options were applied to make the embedding, not its name;
             # the LoRA section shapes training only: trained weights are told apart by the fingerprint of their folder
@@ -52,8 +61,11 @@ class CachedEncoder:
         demos = json.dumps([list(e) for e in examples]) if examples else ""
         key = (side, task or "", demos)
         if key not in self._caches:
-            extra = {**self.settings, **({"demonstrations": demos} if demos else {})}
-            identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", **extra)
+            if self.bare_max_length is not None:  # the task and demonstrations do not reach a bare encoder
+                identity = sentence_transformers_identity(self.fingerprint, side, "", self.bare_max_length)
+            else:
+                extra = {**self.settings, **({"demonstrations": demos} if demos else {})}
+                identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", **extra)
             self._caches[key] = EmbeddingCache(self.root, identity)
         return self._caches[key]
 

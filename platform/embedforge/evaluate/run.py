@@ -72,6 +72,11 @@ def _slug(name: str) -> str:
     return hashlib.sha256(name.encode()).hexdigest()[:12]
 
 
+def results_dir(stage_dir: Path, model: str) -> Path:
+    """Where `model`'s per-task results (`<task>.json`) are saved as they come in."""
+    return stage_dir / "results" / _slug(model)
+
+
 def usage_dir(stage_dir: Path, model: str) -> Path:
     """Where the workers scoring `model` record their device, dtype and peak accelerator memory (local)."""
     return stage_dir / USAGE / _slug(model)
@@ -118,8 +123,10 @@ class _Worker:
         from embedforge.evaluate.scoring import score_task
 
         start = time.time()
+        read, encoded = self._cache_counts()
         metrics = score_task(task, self.encoder, self.batch_size, self.seed)
         record_usage(self.usage_dir, self.device, self.dtype)
+        read_after, encoded_after = self._cache_counts()
         return {
             "task": task.name,
             "family": task.family,
@@ -128,7 +135,12 @@ class _Worker:
             "metrics": metrics,
             "size": task.size(),
             "seconds": round(time.time() - start, 3),
+            "texts": {"from_cache": read_after - read, "encoded": encoded_after - encoded},
         }
+
+    def _cache_counts(self) -> tuple[int, int]:
+        """Texts the model's embedding cache has served and texts it encoded so far (zeros without a cache)."""
+        return getattr(self.encoder, "hits", 0), getattr(self.encoder, "misses", 0)
 
 
 class _Workers:
@@ -169,7 +181,7 @@ def _evaluate_model(
     """Score `tasks` for one model on the stage's actors, reusing results saved by an earlier attempt."""
     from ray.util import ActorPool
 
-    folder = stage.dir / "results" / _slug(name)
+    folder = results_dir(stage.dir, name)
     results: dict[str, dict[str, Any]] = {}
     todo = []
     for task in tasks:
@@ -192,7 +204,8 @@ def _evaluate_model(
         results[result["task"]] = result
         elapsed = time.time() - start
         log.info(
-            "model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs), %.2f tasks/min",
+            "model %s: %d/%d tasks, %s %s=%.4f (%d units in %.1fs; texts: %d encoded, %d from the cache), "
+            "%.2f tasks/min",
             name,
             i,
             len(todo),
@@ -201,6 +214,8 @@ def _evaluate_model(
             result["main_score"],
             result["size"],
             result["seconds"],
+            result["texts"]["encoded"],
+            result["texts"]["from_cache"],
             60 * i / elapsed,
         )
     return {t.name: results[t.name] for t in tasks}

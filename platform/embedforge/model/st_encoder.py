@@ -35,6 +35,13 @@ class SentenceTransformerEncoder:
         self.unpadded = None if self.instructions else UnpaddedBert.of(self.model)
 
     @property
+    def bare_max_length(self) -> int | None:
+        """For a model that encodes every text bare (no instruction, prompt or demonstrations, whatever the task):
+        the token length it cuts texts at, which with its weights is all that shapes a vector; None for an
+        embedforge export, whose instructions depend on the task."""
+        return None if self.instructions else int(self.model.max_seq_length)
+
+    @property
     def tokenizer(self):
         """The model's tokenizer (serving counts and limits tokens with it)."""
         return self.model.tokenizer

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embedforge.config.mine import TeacherConfig
-from embedforge.embeddings.cache import encoder_identity, model_fingerprint
+from embedforge.embeddings.cache import encoder_identity, model_fingerprint, sentence_transformers_identity
 from embedforge.model.protocol import TextEncoder
 
 
@@ -85,9 +85,8 @@ class DenseIdentity:
         teacher = self.teacher
         if teacher.kind == "sentence_transformers":
             prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
-            return encoder_identity(
-                self.model, "sentence_transformers", prefix, side, max_length=str(teacher.max_length)
-            )
+            # the teacher's max_length, not the smaller one a model may cut at: a miss then, never a wrong vector
+            return sentence_transformers_identity(self.model, side, prefix, teacher.max_length)
         return encoder_identity(self.model, "embedforge", instruction or "", side, **self.settings)
 
 
