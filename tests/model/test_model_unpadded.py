@@ -61,3 +61,53 @@ def test_models_it_does_not_reproduce_keep_sentence_transformers(minilm, tmp_pat
 
     export_embedder(load_embedder(tiny_model_dir), tmp_path / "st", "sentence_transformers")
     assert load_encoder(tmp_path / "st").unpadded is None
+
+
+@pytest.mark.parametrize(("pooling", "pooled_tokens"), [("mean", "all"), ("mean", "text"), ("cls", "all")])
+def test_the_embedder_encodes_an_encoder_backbone_unpadded_at_inference_with_its_own_vectors(
+    minilm_dir, pooling, pooled_tokens
+):
+    """Inference through the embedder on a CPU (scoring, serving an encoder backbone) runs the real tokens only and
+    gives the padded forward's vectors, instruction tokens left out of pooling as the config says; weights changed
+    after loading (a checkpoint being scored) are the ones used."""
+    import torch
+
+    from embedforge.config.model import ModelConfig
+    from embedforge.model import load_embedder
+
+    config = ModelConfig(
+        backbone=str(minilm_dir), pooling=pooling, pooled_tokens=pooled_tokens, lora={"enabled": False}
+    )
+    embedder = load_embedder(config)
+    batch = embedder.tokenize(TEXTS, task="Retrieve passages", kind="query")
+
+    def both() -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            assert embedder._runs_unpadded()
+            unpadded = embedder(batch)
+        with torch.enable_grad():  # training's forward: the model's own, padded
+            assert not embedder._runs_unpadded()
+            padded = embedder(batch).detach()
+        return unpadded, padded
+
+    unpadded, padded = both()
+    torch.testing.assert_close(unpadded, padded, atol=2e-6, rtol=0)
+    with torch.no_grad():
+        embedder.backbone.encoder.layer[0].attention.self.key.weight.mul_(1.5)
+    changed, padded_changed = both()
+    torch.testing.assert_close(changed, padded_changed, atol=2e-6, rtol=0)
+    assert not torch.allclose(changed, unpadded, atol=1e-4)
+
+
+def test_lora_wrapped_backbones_keep_the_models_own_forward(minilm_dir):
+    import torch
+
+    from embedforge.config.model import ModelConfig
+    from embedforge.model import load_embedder
+
+    embedder = load_embedder(ModelConfig(backbone=str(minilm_dir), lora={"enabled": True, "r": 4}))
+    embedder.enable_lora()
+    with torch.no_grad():
+        assert not embedder._runs_unpadded()  # the adapters' deltas are not in the plain weights it would stack
+        embedder.merge_lora()
+        assert embedder._runs_unpadded()

@@ -27,6 +27,7 @@ from embedforge.model.batching import length_sorted_batches
 from embedforge.model.instructions import Demonstration, render_prefix
 from embedforge.model.pooling import Pooling, build_pooling
 from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
+from embedforge.model.unpadded import UnpaddedBertModel
 
 log = logging.getLogger(__name__)
 Kind = Literal["query", "document"]
@@ -65,6 +66,7 @@ class Embedder(nn.Module):
         self.attention_capture = LastLayerAttention.attach(backbone) if self.pooling.needs_attentions else None
         self.texts_encoded = 0
         self.texts_truncated = 0
+        self.unpadded_inference = True  # False: the model's own padded forward everywhere (a benchmark baseline)
 
     @property
     def padding_side(self) -> str:
@@ -123,12 +125,28 @@ class Embedder(nn.Module):
     def forward(self, batch: EncodedBatch, normalize: bool | None = None) -> torch.Tensor:
         """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config)."""
         batch = batch.to(self.device)
-        positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
-        out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
+        if self._runs_unpadded():
+            hidden = UnpaddedBertModel(self.backbone).last_hidden_state(batch.input_ids, batch.attention_mask)
+        else:
+            positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
+            out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
+            hidden = out.last_hidden_state
         attentions = self.attention_capture.pop() if self.attention_capture is not None else None
-        pooled = self.pooling(out.last_hidden_state.float(), batch.attention_mask, batch.pool_mask, attentions)
+        pooled = self.pooling(hidden.float(), batch.attention_mask, batch.pool_mask, attentions)
         normalize = self.config.normalize if normalize is None else normalize
         return F.normalize(pooled, dim=-1) if normalize else pooled
+
+    def _runs_unpadded(self) -> bool:
+        """Inference on a CPU with a plain BERT-family backbone computes only the real tokens (`unpadded.py`): the
+        same vectors up to float rounding, faster (`benchmarks/results/unpadded.json`). Training (gradients),
+        GPUs, LoRA-wrapped or quantized layers and attention-reading poolings keep the model's own forward."""
+        return (
+            self.unpadded_inference
+            and not torch.is_grad_enabled()
+            and self.device.type == "cpu"
+            and self.attention_capture is None
+            and UnpaddedBertModel.supports(self.backbone)
+        )
 
     @torch.inference_mode()
     def encode(

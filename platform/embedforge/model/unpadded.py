@@ -11,6 +11,10 @@ result is the padded model's up to float rounding; the pooling (mean or CLS over
 Serving with one text per request is where padding hurts: the batch is whatever requests arrived together
 (git log, 2026-11-24). Models this does not cover (another architecture, a prompt, relative positions,
 max or weighted pooling) keep sentence-transformers' own `encode`.
+
+`UnpaddedBertModel` is the BertModel part, which the embedder also uses at inference on a CPU (an encoder backbone
+such as all-MiniLM-L6-v2 fine-tuned by the documents profile, scored and served through embedforge): it returns
+the padded last layer the model would, and embedforge's own pooling follows.
 """
 
 from __future__ import annotations
@@ -25,26 +29,84 @@ import torch.nn.functional as F
 POOLINGS = ("mean", "cls")
 
 
+class UnpaddedBertModel:
+    """A Hugging Face BertModel's forward pass on the real tokens of a padded batch (inference only).
+
+    The query, key and value weights are stacked into one matrix product per layer at each call, so weights loaded
+    or changed after construction (a checkpoint being scored) are the ones used."""
+
+    def __init__(self, bert: Any) -> None:
+        self.bert = bert
+        config = bert.config
+        self.hidden = config.hidden_size
+        self.heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+
+    @staticmethod
+    def supports(bert: Any) -> bool:
+        """Whether `bert` is a model whose forward pass this reproduces exactly."""
+        config = getattr(bert, "config", None)
+        if config is None or config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
+            return False
+        if getattr(config, "position_embedding_type", "absolute") != "absolute" or config.chunk_size_feed_forward:
+            return False
+        from transformers import PreTrainedModel
+
+        if not isinstance(bert, PreTrainedModel) or not hasattr(bert, "embeddings"):  # a peft wrapper is neither
+            return False
+        # plain linear query / key / value (their weights are stacked): not LoRA-wrapped or int8-quantized ones
+        attention = [layer.attention.self for layer in bert.encoder.layer]
+        return all(type(m) is torch.nn.Linear for a in attention for m in (a.query, a.key, a.value))
+
+    def real_token_states(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last layer's states of the real tokens ([tokens, hidden]) and where each sits in the padded
+        [batch * length] layout."""
+        device = self.bert.device
+        batch, length = input_ids.shape
+        real = attention_mask.to(device).flatten().bool()
+        rows = real.nonzero().squeeze(1)
+        positions = torch.arange(length, device=device).repeat(batch)[rows]
+        types = torch.zeros_like(positions) if token_type_ids is None else token_type_ids.to(device).flatten()[rows]
+        hidden = self.bert.embeddings(
+            input_ids=input_ids.to(device).flatten()[rows].unsqueeze(0),
+            position_ids=positions.unsqueeze(0),
+            token_type_ids=types.unsqueeze(0),
+        ).squeeze(0)
+        key_mask = attention_mask.to(device).bool().view(batch, 1, 1, length)
+        # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
+        # every layer, which overwrites the real tokens' rows only
+        padded = hidden.new_zeros(batch * length, 3 * self.hidden)
+        for layer in self.bert.encoder.layer:
+            a = layer.attention.self
+            weight = torch.cat([a.query.weight, a.key.weight, a.value.weight])
+            bias = torch.cat([a.query.bias, a.key.bias, a.value.bias])
+            padded[rows] = F.linear(hidden, weight, bias)
+            query, key, value = padded.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=a.scaling)
+            context = context.transpose(1, 2).reshape(batch * length, self.hidden)[rows]
+            hidden = layer.attention.output(context, hidden)
+            hidden = layer.output(layer.intermediate(hidden), hidden)
+        return hidden, rows
+
+    def last_hidden_state(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The padded [batch, length, hidden] last layer the model itself returns, zeros at padding positions
+        (which every pooling leaves out)."""
+        hidden, rows = self.real_token_states(input_ids, attention_mask)
+        batch, length = input_ids.shape
+        out = hidden.new_zeros(batch * length, self.hidden)
+        out[rows] = hidden
+        return out.view(batch, length, self.hidden)
+
+
 class UnpaddedBert:
     """Encodes texts with a sentence-transformers [Transformer(BertModel), Pooling(mean|cls), Normalize?] model."""
 
     def __init__(self, st_model: Any) -> None:
         self.st_model = st_model
-        self.bert = st_model[0].auto_model
+        self.model = UnpaddedBertModel(st_model[0].auto_model)
         self.pooling = st_model[1].pooling_mode
-        config = self.bert.config
-        self.hidden = config.hidden_size
-        self.heads = config.num_attention_heads
-        self.head_dim = config.hidden_size // config.num_attention_heads
-        # query, key and value in one matrix product per layer (the same weights, stacked once here)
-        with torch.no_grad():
-            self.qkv = [
-                (
-                    torch.cat([a.query.weight, a.key.weight, a.value.weight]),
-                    torch.cat([a.query.bias, a.key.bias, a.value.bias]),
-                )
-                for a in (layer.attention.self for layer in self.bert.encoder.layer)
-            ]
 
     @classmethod
     def of(cls, st_model: Any) -> UnpaddedBert | None:
@@ -54,18 +116,14 @@ class UnpaddedBert:
             return None
         if getattr(st_model[1], "pooling_mode", None) not in POOLINGS:
             return None
-        bert = getattr(st_model[0], "auto_model", None)
-        config = getattr(bert, "config", None)
-        if config is None or config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
-            return None
-        if getattr(config, "position_embedding_type", "absolute") != "absolute" or config.chunk_size_feed_forward:
+        if not UnpaddedBertModel.supports(getattr(st_model[0], "auto_model", None)):
             return None
         return cls(st_model)
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """L2-normalised embeddings, in the texts' order; batches of `batch_size` texts of similar length."""
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out = np.empty((len(texts), self.bert.config.hidden_size), dtype=np.float32)
+        out = np.empty((len(texts), self.model.hidden), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
@@ -78,36 +136,14 @@ class UnpaddedBert:
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
     ) -> np.ndarray:
         """Pooled, L2-normalised embeddings of a padded batch (as the tokenizer returns it), computed unpadded."""
-        device = self.bert.device
-        batch, length = input_ids.shape
-        real = attention_mask.to(device).flatten().bool()
-        rows = real.nonzero().squeeze(1)  # where each real token sits in the padded [batch * length] layout
-        positions = torch.arange(length, device=device).repeat(batch)[rows]
-        types = torch.zeros_like(positions) if token_type_ids is None else token_type_ids.to(device).flatten()[rows]
-        hidden = self.bert.embeddings(
-            input_ids=input_ids.to(device).flatten()[rows].unsqueeze(0),
-            position_ids=positions.unsqueeze(0),
-            token_type_ids=types.unsqueeze(0),
-        ).squeeze(0)
-        key_mask = attention_mask.to(device).bool().view(batch, 1, 1, length)
-        # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
-        # every layer, which overwrites the real tokens' rows only
-        padded = hidden.new_zeros(batch * length, 3 * self.hidden)
-        for layer, (weight, bias) in zip(self.bert.encoder.layer, self.qkv, strict=True):
-            padded[rows] = F.linear(hidden, weight, bias)
-            query, key, value = padded.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-            context = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=key_mask, scale=layer.attention.self.scaling
-            )
-            context = context.transpose(1, 2).reshape(batch * length, self.hidden)[rows]
-            hidden = layer.attention.output(context, hidden)
-            hidden = layer.output(layer.intermediate(hidden), hidden)
-        sequence = rows // length
+        hidden, rows = self.model.real_token_states(input_ids, attention_mask, token_type_ids)
+        sequence = rows // input_ids.shape[1]
         if self.pooling == "cls":
             firsts = torch.ones_like(sequence, dtype=torch.bool)
             firsts[1:] = sequence[1:] != sequence[:-1]
             pooled = hidden[firsts]
         else:
-            sums = hidden.new_zeros(batch, hidden.shape[1]).index_add_(0, sequence, hidden)
-            pooled = sums / attention_mask.to(device).sum(dim=1, keepdim=True).clamp(min=1).to(hidden.dtype)
+            sums = hidden.new_zeros(input_ids.shape[0], hidden.shape[1]).index_add_(0, sequence, hidden)
+            mask = attention_mask.to(hidden.device)
+            pooled = sums / mask.sum(dim=1, keepdim=True).clamp(min=1).to(hidden.dtype)
         return F.normalize(pooled.float(), dim=-1).cpu().numpy()
