@@ -138,10 +138,12 @@ class Embedder(nn.Module):
 
     def _runs_unpadded(self) -> bool:
         """Inference on a CPU with a plain BERT-family backbone computes only the real tokens (`unpadded.py`): the
-        same vectors up to float rounding, faster (`benchmarks/results/unpadded.json`). Training (gradients),
-        GPUs, LoRA-wrapped or quantized layers and attention-reading poolings keep the model's own forward."""
+        same vectors up to float rounding, faster (`benchmarks/results/unpadded.json`). Training (gradients, or
+        train mode: GradCache's no-grad pass must draw the dropout masks its replay draws), GPUs, LoRA-wrapped or
+        quantized layers and attention-reading poolings keep the model's own forward."""
         return (
             self.unpadded_inference
+            and not self.training  # dropout draws masks per padded position (GradCache replays them)
             and not torch.is_grad_enabled()
             and self.device.type == "cpu"
             and self.attention_capture is None
