@@ -91,8 +91,12 @@ def test_the_embedder_encodes_an_encoder_backbone_unpadded_at_inference_with_its
         return unpadded, padded
 
     embedder.eval()
+    original = {k: v.clone() for k, v in embedder.backbone.state_dict().items()}
     unpadded, padded = both()
     torch.testing.assert_close(unpadded, padded, atol=2e-6, rtol=0)
+    stacked = embedder._unpadded._stacked_qkv(0, embedder.backbone.encoder.layer[0].attention.self)[0]
+    both()  # unchanged weights: the stack is reused, not copied again (serving one text per call)
+    assert embedder._unpadded._stacked_qkv(0, embedder.backbone.encoder.layer[0].attention.self)[0] is stacked
     embedder.train()
     with torch.no_grad():  # GradCache's first pass in train mode: the dropout masks its replay draws
         assert not embedder._runs_unpadded()
@@ -102,6 +106,9 @@ def test_the_embedder_encodes_an_encoder_backbone_unpadded_at_inference_with_its
     changed, padded_changed = both()
     torch.testing.assert_close(changed, padded_changed, atol=2e-6, rtol=0)
     assert not torch.allclose(changed, unpadded, atol=1e-4)
+    embedder.backbone.load_state_dict(original)  # a checkpoint loaded into the same modules
+    restored, _ = both()
+    torch.testing.assert_close(restored, unpadded, atol=2e-6, rtol=0)
 
 
 def test_lora_wrapped_backbones_keep_the_models_own_forward(minilm_dir):

@@ -67,6 +67,7 @@ class Embedder(nn.Module):
         self.texts_encoded = 0
         self.texts_truncated = 0
         self.unpadded_inference = True  # False: the model's own padded forward everywhere (a benchmark baseline)
+        self._unpadded: UnpaddedBertModel | None = None
 
     @property
     def padding_side(self) -> str:
@@ -126,7 +127,9 @@ class Embedder(nn.Module):
         """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config)."""
         batch = batch.to(self.device)
         if self._runs_unpadded():
-            hidden = UnpaddedBertModel(self.backbone).last_hidden_state(batch.input_ids, batch.attention_mask)
+            if self._unpadded is None or self._unpadded.bert is not self.backbone:
+                self._unpadded = UnpaddedBertModel(self.backbone)  # one per backbone: it keeps the stacked weights
+            hidden = self._unpadded.last_hidden_state(batch.input_ids, batch.attention_mask)
         else:
             positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
             out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)

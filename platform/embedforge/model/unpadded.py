@@ -32,8 +32,10 @@ POOLINGS = ("mean", "cls")
 class UnpaddedBertModel:
     """A Hugging Face BertModel's forward pass on the real tokens of a padded batch (inference only).
 
-    The query, key and value weights are stacked into one matrix product per layer at each call, so weights loaded
-    or changed after construction (a checkpoint being scored) are the ones used."""
+    The query, key and value weights are stacked into one matrix product per layer and the stack is kept while those
+    six tensors stay the same objects, storage and version: weights loaded or changed after construction (a
+    checkpoint being scored, an in-place update) are restacked at the next call, and serving one text per call does
+    not copy them each time."""
 
     def __init__(self, bert: Any) -> None:
         self.bert = bert
@@ -41,6 +43,7 @@ class UnpaddedBertModel:
         self.hidden = config.hidden_size
         self.heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
+        self._stacks: dict[int, tuple[list[tuple[torch.Tensor, int, int]], torch.Tensor, torch.Tensor]] = {}
 
     @staticmethod
     def supports(bert: Any) -> bool:
@@ -74,21 +77,44 @@ class UnpaddedBertModel:
             position_ids=positions.unsqueeze(0),
             token_type_ids=types.unsqueeze(0),
         ).squeeze(0)
-        key_mask = attention_mask.to(device).bool().view(batch, 1, 1, length)
+        # a batch without padding (one text, or texts of one length) is its own layout: no mask, no scatter or gather
+        dense = rows.numel() == batch * length
+        key_mask = None if dense else attention_mask.to(device).bool().view(batch, 1, 1, length)
         # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
         # every layer, which overwrites the real tokens' rows only
-        padded = hidden.new_zeros(batch * length, 3 * self.hidden)
-        for layer in self.bert.encoder.layer:
+        padded = None if dense else hidden.new_zeros(batch * length, 3 * self.hidden)
+        for index, layer in enumerate(self.bert.encoder.layer):
             a = layer.attention.self
-            weight = torch.cat([a.query.weight, a.key.weight, a.value.weight])
-            bias = torch.cat([a.query.bias, a.key.bias, a.value.bias])
-            padded[rows] = F.linear(hidden, weight, bias)
-            query, key, value = padded.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            weight, bias = self._stacked_qkv(index, a)
+            if padded is None:
+                qkv = F.linear(hidden, weight, bias)
+            else:
+                padded[rows] = F.linear(hidden, weight, bias)
+                qkv = padded
+            query, key, value = qkv.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=a.scaling)
-            context = context.transpose(1, 2).reshape(batch * length, self.hidden)[rows]
+            context = context.transpose(1, 2).reshape(batch * length, self.hidden)
+            if padded is not None:
+                context = context[rows]
             hidden = layer.attention.output(context, hidden)
             hidden = layer.output(layer.intermediate(hidden), hidden)
         return hidden, rows
+
+    def _stacked_qkv(self, index: int, attention: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer `index`'s query/key/value weights and biases stacked, restacked when any of them changed."""
+        a = attention
+        tensors = (a.query.weight, a.key.weight, a.value.weight, a.query.bias, a.key.bias, a.value.bias)
+        if any(t.is_inference() for t in tensors):  # no version counter to tell an in-place change: stack each call
+            return torch.cat(tensors[:3]), torch.cat(tensors[3:])
+        # the cache holds the tensors themselves, so neither their identity nor their storage can be reused
+        state = [(t, t.data_ptr(), t._version) for t in tensors]
+        cached = self._stacks.get(index)
+        if cached is None or any(
+            t is not u or ptr != uptr or v != uv for (t, ptr, v), (u, uptr, uv) in zip(state, cached[0], strict=True)
+        ):
+            cached = (state, torch.cat(tensors[:3]), torch.cat(tensors[3:]))
+            self._stacks[index] = cached
+        return cached[1], cached[2]
 
     def last_hidden_state(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The padded [batch, length, hidden] last layer the model itself returns, zeros at padding positions
