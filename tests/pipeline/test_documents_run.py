@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from embedforge.config import load_config
+from embedforge.config.evaluate import TRAINED
 from embedforge.data.io import read_parquet
+from embedforge.evaluate.cached import CachedEncoder
 from embedforge.evaluate.registry import HELDOUT_TASK
-from embedforge.evaluate.run import results_dir
+from embedforge.evaluate.run import results_dir, selection_vectors_dir
 from embedforge.models.bundled import prepare
 from embedforge.pipeline.probe import embed
 from embedforge.pipeline.runner import run_pipeline
@@ -109,6 +111,19 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     assert baseline["texts"]["from_cache"] >= len(collection), baseline["texts"]
     heldout_queries = (run_dir / "synth" / "heldout" / "queries.jsonl").read_text().splitlines()
     assert baseline["texts"]["encoded"] <= len(heldout_queries)
+
+    # the selected checkpoint's vectors of the validation slice (here the whole collection) are the trained model's
+    # own, and evaluation did not encode them again
+    trained = json.loads((results_dir(run_dir / "evaluate", TRAINED) / f"{HELDOUT_TASK}.json").read_text())
+    assert trained["texts"] == {"from_cache": trained["texts"]["from_cache"], "encoded": 0}, trained["texts"]
+    assert trained["texts"]["from_cache"] >= len(collection)
+    model_ref = str(run_dir / "train" / "model")
+    cached = CachedEncoder(load_model(model_ref, config.model), model_ref, config.evaluate.cache_dir)
+    seeded = json.loads((selection_vectors_dir(run_dir) / "index.json").read_text())
+    documents = next(entry["texts"] for entry in seeded if entry["side"] == "document")[:8]
+    own = load_model(model_ref, config.model).encode_documents(documents)
+    np.testing.assert_allclose(cached.encode_documents(documents), own, atol=1e-5)
+    assert cached.misses == 0
 
     # the guard decided on the validation slice, and the endpoint serves the model it chose
     deploy = record["steps"]["deploy"]

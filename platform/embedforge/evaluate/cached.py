@@ -10,6 +10,11 @@ model) and `backbone` under a causal run's settings are one model, encoded once.
 the key too, so an untrained backbone is encoded once for every run that adapts it otherwise. A sentence-transformers
 folder that encodes texts bare (all-MiniLM-L6-v2) is keyed as mining keys a sentence-transformers teacher without
 prefixes (`sentence_transformers_identity`): the corpus mining encoded with it is read back, not encoded again.
+
+Checkpoint selection scores the checkpoint that becomes the trained model on the validation slice, a sample of the
+collection evaluation then searches in full; `RecordingEncoder` keeps those vectors beside the trained model
+(`train/selection_vectors`) and `CachedEncoder.seed` puts them in evaluation's cache under the trained model's
+own identity, so evaluation encodes only the rest of the collection.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from embedforge.embeddings.cache import (
 )
 from embedforge.evaluate.models import split_reference
 from embedforge.model.protocol import Demonstration, TextEncoder
+
+RECORD_INDEX = "index.json"
 
 
 class CachedEncoder:
@@ -69,6 +76,18 @@ class CachedEncoder:
             self._caches[key] = EmbeddingCache(self.root, identity)
         return self._caches[key]
 
+    def seed(self, folder: str | Path) -> int:
+        """Put the vectors a `RecordingEncoder` saved in `folder` (the same model's) in the cache; returns how many
+        texts it stored."""
+        index = json.loads((Path(folder) / RECORD_INDEX).read_text())
+        stored = 0
+        for entry in index:
+            examples = [tuple(e) for e in entry["examples"]]
+            vectors = np.load(Path(folder) / entry["vectors"])
+            self._cache(entry["side"], entry["task"], examples).put(entry["texts"], vectors)
+            stored += len(entry["texts"])
+        return stored
+
     def encode_queries(
         self,
         texts: Sequence[str],
@@ -98,3 +117,51 @@ class CachedEncoder:
                 vectors = self.encoder.encode_documents(unique, task=task, batch_size=batch_size)
             cache.put(unique, vectors)
         return cache.get(texts)
+
+
+class RecordingEncoder:
+    """Delegates to `encoder` and keeps each text's vector by side, task and demonstrations; `save` writes them for
+    `CachedEncoder.seed`."""
+
+    def __init__(self, encoder: TextEncoder) -> None:
+        self.encoder = encoder
+        self.name = encoder.name
+        self.records: dict[tuple[str, str | None, str], dict[str, np.ndarray]] = {}
+
+    @property
+    def dimension(self) -> int:
+        return self.encoder.dimension
+
+    def encode_queries(
+        self,
+        texts: Sequence[str],
+        task: str | None = None,
+        batch_size: int = 32,
+        examples: Sequence[Demonstration] = (),
+    ) -> np.ndarray:
+        vectors = self.encoder.encode_queries(texts, task=task, batch_size=batch_size, examples=examples)
+        return self._record("query", task, examples, texts, vectors)
+
+    def encode_documents(self, texts: Sequence[str], task: str | None = None, batch_size: int = 32) -> np.ndarray:
+        vectors = self.encoder.encode_documents(texts, task=task, batch_size=batch_size)
+        return self._record("document", task, (), texts, vectors)
+
+    def _record(
+        self, side: str, task: str | None, examples: Sequence[Demonstration], texts: Sequence[str], vectors: np.ndarray
+    ) -> np.ndarray:
+        record = self.records.setdefault((side, task, json.dumps([list(e) for e in examples])), {})
+        record.update(zip(texts, np.asarray(vectors, dtype=np.float32), strict=True))
+        return vectors
+
+    def save(self, folder: str | Path) -> None:
+        """One `.npy` of vectors per side, task and demonstrations, and an index naming their texts."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        index = []
+        for number, ((side, task, demos), record) in enumerate(self.records.items()):
+            name = f"{number}.npy"
+            np.save(folder / name, np.stack(list(record.values())))
+            index.append(
+                {"side": side, "task": task, "examples": json.loads(demos), "texts": list(record), "vectors": name}
+            )
+        (folder / RECORD_INDEX).write_text(json.dumps(index))

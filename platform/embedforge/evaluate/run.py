@@ -33,6 +33,11 @@ def trained_model_dir(run_dir: Path) -> Path:
     return Path(run_dir) / "train" / "model"
 
 
+def selection_vectors_dir(run_dir: Path) -> Path:
+    """Where checkpoint selection keeps the trained model's vectors of the validation slice (`evaluate.cached`)."""
+    return Path(run_dir) / "train" / "selection_vectors"
+
+
 def model_references(config: EmbedforgeConfig, run_dir: Path, models: list[str] | None) -> dict[str, str]:
     """Report name -> loadable reference. Default: the run's trained model (when there is one) + baselines."""
     names = list(models) if models else ([TRAINED] if trained_model_dir(run_dir).is_dir() else [])
@@ -117,6 +122,9 @@ class _Worker:
         self.dtype = model_dtype(encoder)
         self.encoder = CachedEncoder(encoder, ref, self.cache) if self.cache else encoder
         self.usage_dir = usage_dir
+        seeds = selection_vectors_dir(Path(ref).parents[1]) if name == TRAINED and "://" not in ref else None
+        if isinstance(self.encoder, CachedEncoder) and seeds is not None and seeds.is_dir():
+            log.info("model %s: %d vectors from checkpoint selection cached", name, self.encoder.seed(seeds))
 
     def score(self, task: Task) -> dict[str, Any]:
         from embedforge.cluster.device import record_usage

@@ -10,10 +10,12 @@ storage (`runs.store.staged`: pulled before, pushed after), so the driver then p
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
 from embedforge.config import EmbedforgeConfig
+from embedforge.evaluate.run import selection_vectors_dir
 from embedforge.model.export import export_embedder
 from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.model.persistence import save_embedder
@@ -58,13 +60,17 @@ def select_and_finalize(
     candidates = run_checkpoints(train_dir / RAY_DIR, digest)
     if final_step not in candidates:
         raise RuntimeError(f"train: no checkpoint of step {final_step} under {train_dir / RAY_DIR}")
-    chosen, selection = candidates[final_step], None
+    chosen, selection, recording = candidates[final_step], None, None
     if config.train.select_checkpoint:
-        scores = score_checkpoints(config, run_dir, candidates, threads)
+        scores, recording = score_checkpoints(config, run_dir, candidates, threads)
         step = best_step(scores)
         chosen, selection = candidates[step], {"scores": scores, "selected_step": step}
         log.info("train: checkpoint at step %d selected on the validation slice", step)
+    vectors_dir = selection_vectors_dir(run_dir)
+    shutil.rmtree(vectors_dir, ignore_errors=True)  # an earlier model's
     paths = finalize(config, chosen, train_dir)
+    if recording is not None and config.train.wise_ft_alpha == 1:  # the saved weights are the scored checkpoint's
+        recording.save(vectors_dir)
     return {name: str(Path(path).relative_to(run_dir)) for name, path in paths.items()}, selection
 
 

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from embedforge.config import EmbedforgeConfig
+from embedforge.evaluate.cached import RecordingEncoder
 from embedforge.train.checkpoint import load_weights
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,10 @@ def best_step(scores: dict[int, float]) -> int:
 
 def score_checkpoints(
     config: EmbedforgeConfig, run_dir: Path, checkpoints: dict[int, Path], threads: int
-) -> dict[int, float]:
+) -> tuple[dict[int, float], RecordingEncoder]:
     """nDCG@10 of each checkpoint on the validation slice (its queries over a seeded sample of the collection),
-    encoding with `threads` torch threads."""
+    encoding with `threads` torch threads, and the vectors of the best one (`best_step`), which evaluation of the
+    model it becomes need not encode again (`evaluate.cached`)."""
     import torch
 
     from embedforge.evaluate.registry import HELDOUT_TASK, build_task
@@ -35,7 +37,8 @@ def score_checkpoints(
 
     task = build_task(HELDOUT_TASK, config.evaluate, run_dir).limit_corpus(SELECTION_CORPUS, config.evaluate.seed)
     embedder = build_trainable(config)
-    scores = {}
+    scores: dict[int, float] = {}
+    best: RecordingEncoder | None = None
     # a Ray worker's torch may have started with another thread count (workers are reused): 1 thread made
     # selection 2x slower on 2 cores
     previous = torch.get_num_threads()
@@ -44,9 +47,14 @@ def score_checkpoints(
         for step, folder in checkpoints.items():
             load_weights(folder, embedder)
             embedder.eval()
+            recording = RecordingEncoder(embedder)
             with torch.no_grad():
-                scores[step] = float(score_task(task, embedder, batch_size=config.evaluate.batch_size)["main_score"])
+                scores[step] = float(score_task(task, recording, batch_size=config.evaluate.batch_size)["main_score"])
             log.info("train: checkpoint at step %d scores %.4f on %s", step, scores[step], HELDOUT_TASK)
+            if best_step(scores) == step:
+                best = recording
     finally:
         torch.set_num_threads(previous)
-    return scores
+    if best is None:
+        raise ValueError("train: no checkpoint to select from")
+    return scores, best
