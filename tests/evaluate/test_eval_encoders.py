@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedforge.config.model import LoraConfig
-from embedforge.evaluate.cached import CachedEncoder
+from embedforge.evaluate.cached import CachedEncoder, RecordingEncoder
 from embedforge.evaluate.http_encoder import HTTPEncoder
 from embedforge.evaluate.models import load_model, split_reference
 
@@ -100,6 +100,28 @@ def test_cached_encoder_reuses_vectors(tmp_path, tiny_encoder):
     other_side = cached.encode_documents(["alpha"])  # a different side / instruction is a different key
     assert cached.misses == 4
     np.testing.assert_allclose(other_side, tiny_encoder.encode_documents(["alpha"]), atol=1e-6)
+
+
+def test_recorded_vectors_seed_the_cache_under_their_side_task_and_demonstrations(tmp_path, tiny_encoder):
+    """What checkpoint selection encoded with the model it keeps is read back by evaluation of that model, under
+    the same side, instruction and demonstrations only, and as the model itself encodes it."""
+    recording = RecordingEncoder(tiny_encoder)
+    demos = [("a query", "its passage")]
+    queries = recording.encode_queries(["alpha", "beta"], task="T", examples=demos)
+    documents = recording.encode_documents(["gamma", "delta", "gamma"])
+    recording.save(tmp_path / "recorded")
+    cached = CachedEncoder(tiny_encoder, "bundled:tiny-llama", tmp_path / "cache")
+    assert cached.seed(tmp_path / "recorded") == 4
+    np.testing.assert_array_equal(cached.encode_queries(["beta", "alpha"], task="T", examples=demos), queries[::-1])
+    np.testing.assert_array_equal(cached.encode_documents(["delta", "gamma"]), documents[1::-1])
+    assert cached.hits == 4 and cached.misses == 0
+    cached.encode_queries(["alpha"], task="T")  # without the demonstrations: another input, encoded
+    cached.encode_queries(["alpha"], task="other", examples=demos)
+    cached.encode_documents(["alpha"])
+    assert cached.misses == 3
+    np.testing.assert_allclose(
+        queries, tiny_encoder.encode_queries(["alpha", "beta"], task="T", examples=demos), atol=1e-6
+    )
 
 
 def test_cached_encoder_keys_the_models_settings(tmp_path, tiny_encoder):
