@@ -69,7 +69,9 @@ def select_and_finalize(
     vectors_dir = selection_vectors_dir(run_dir)
     shutil.rmtree(vectors_dir, ignore_errors=True)  # an earlier model's
     paths = finalize(config, chosen, train_dir)
-    if recording is not None and config.train.wise_ft_alpha == 1:  # the saved weights are the scored checkpoint's
+    # only when evaluation encodes with the scored checkpoint's weights as they were scored: not mixed by WiSE-FT,
+    # not quantized to int8
+    if recording is not None and config.train.wise_ft_alpha == 1 and not config.model.int8_inference:
         recording.save(vectors_dir)
     return {name: str(Path(path).relative_to(run_dir)) for name, path in paths.items()}, selection
 
