@@ -89,3 +89,20 @@ def test_training_seconds_sum_the_attempts_without_the_gap_between_them(tmp_path
         append_row(csv_path, {"step": step, "attempt": attempt, "step_s": 2.0, "time": end})
     assert training_seconds(read_rows(csv_path)) == pytest.approx(4.0 + 4.0)
     assert training_seconds([]) == 0.0
+
+
+def test_checkpoints_resume_only_over_the_upstream_outputs_they_trained_on(tmp_path):
+    """The same train settings over another mining run's examples (other teachers, other soft labels) get another
+    checkpoint key, so a re-run starts over instead of resuming or selecting the earlier run's checkpoints."""
+    from embedforge.train.run import checkpoint_key
+
+    first = checkpoint_key("settings", {"mine": "abc@1.0"})
+    assert first == checkpoint_key("settings", {"mine": "abc@1.0"})
+    assert first != checkpoint_key("settings", {"mine": "abc@2.0"})  # mining finished again: other examples
+    assert first != checkpoint_key("other", {"mine": "abc@1.0"})
+    assert checkpoint_key("settings", {}) == "settings"  # trained on shared data only
+    model, opt, sched = _model_and_optim(0)
+    storage = tmp_path / "ray" / "run"
+    save_checkpoint(storage / "checkpoint-step000030", model, opt, sched, TrainState(30, 0, 30, "none", None, first))
+    assert latest_checkpoint(tmp_path / "ray", first) is not None
+    assert latest_checkpoint(tmp_path / "ray", checkpoint_key("settings", {"mine": "abc@2.0"})) is None

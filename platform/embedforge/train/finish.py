@@ -51,13 +51,13 @@ def finalize(config: EmbedforgeConfig, checkpoint_dir: Path, out_dir: Path) -> d
 
 
 def select_and_finalize(
-    config: EmbedforgeConfig, run_dir: Path, digest: str, final_step: int, threads: int
+    config: EmbedforgeConfig, run_dir: Path, key: str, final_step: int, threads: int
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
     """In the local run dir `run_dir`: pick the checkpoint (the best on the validation slice, or the final one),
     then finalize it. Returns the written paths relative to `run_dir`, and the selection record (None without
     selection)."""
     train_dir = run_dir / STAGE
-    candidates = run_checkpoints(train_dir / RAY_DIR, digest)
+    candidates = run_checkpoints(train_dir / RAY_DIR, key)
     if final_step not in candidates:
         raise RuntimeError(f"train: no checkpoint of step {final_step} under {train_dir / RAY_DIR}")
     chosen, selection, recording = candidates[final_step], None, None
@@ -76,16 +76,16 @@ def select_and_finalize(
     return {name: str(Path(path).relative_to(run_dir)) for name, path in paths.items()}, selection
 
 
-def _finish_task(config: dict[str, Any], run_ref: str, digest: str, final_step: int) -> tuple[dict, dict | None]:
+def _finish_task(config: dict[str, Any], run_ref: str, key: str, final_step: int) -> tuple[dict, dict | None]:
     import ray
 
     threads = max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1)))
     with staged(run_ref) as local:
-        return select_and_finalize(EmbedforgeConfig.model_validate(config), local, digest, final_step, threads)
+        return select_and_finalize(EmbedforgeConfig.model_validate(config), local, key, final_step, threads)
 
 
 def finish_training(
-    config: EmbedforgeConfig, stage: StageRun, run_dir: Path, digest: str, final_step: int
+    config: EmbedforgeConfig, stage: StageRun, run_dir: Path, key: str, final_step: int
 ) -> tuple[dict[str, str], dict[str, Any] | None]:
     """Run `select_and_finalize` as a Ray task with one training worker's resources and wait for it; returns the
     absolute paths it wrote in this run dir and the selection record."""
@@ -96,7 +96,7 @@ def finish_training(
     task = ray.remote(_finish_task).options(
         num_cpus=train.cpus_per_worker, num_gpus=1 if train.use_gpu else 0, resources=train.resources
     )
-    relative, selection = ray.get(task.remote(config.model_dump(mode="json"), run_ref, digest, final_step))
+    relative, selection = ray.get(task.remote(config.model_dump(mode="json"), run_ref, key, final_step))
     if stage.store is not None:  # what the task pushed from its node's mirror
         for name in OUTPUTS:
             stage.store.pull(stage.dir / name, f"{STAGE}/{name}", exact=True)

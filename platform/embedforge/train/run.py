@@ -40,6 +40,18 @@ def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
     return settings, hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def checkpoint_key(digest: str, inputs: dict[str, str]) -> str:
+    """The key a run's checkpoints carry and resume by: the stage's settings and the identities of the upstream
+    outputs it trains on. A mining stage run again (other teachers, other negatives or soft labels) writes other
+    examples, so the same train settings start over instead of resuming, or selecting, checkpoints trained on the
+    earlier ones. A run with no upstream stage keeps its settings' hash."""
+    import hashlib
+
+    if not inputs:
+        return digest
+    return hashlib.sha256(json.dumps([digest, inputs], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _inputs(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Path]:
     used = set(stage_sources(config))
     inputs = {s.path: run_dir / s.path for s in config.data.sources if s.name in used and s.kind == "run"}
@@ -98,10 +110,13 @@ def _resources(config: EmbedforgeConfig) -> dict[str, float]:
 
 
 def _clear_stale(stage: StageRun, digest: str) -> None:
-    """Metrics and attempts of a run with another config must not mix with this one's, here or in the run's store
-    where workers read them (checkpoints are kept: each carries its config hash and only matching ones resume)."""
+    """Metrics and attempts of a run with another config or other inputs must not mix with this one's, here or in
+    the run's store where workers read them (checkpoints are kept: each carries its `checkpoint_key` and only
+    matching ones resume)."""
     previous = read_manifest(stage.dir)
-    if previous is not None and previous.get("config_hash") != digest:
+    if previous is not None and (
+        previous.get("config_hash") != digest or previous.get("inputs") != stage.input_identities()
+    ):
         for name in (METRICS_CSV, ATTEMPTS):
             (stage.dir / name).unlink(missing_ok=True)
             if stage.store is not None:
@@ -134,11 +149,12 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
     _clear_stale(stage, digest)
     stage.start()
-    resume = latest_checkpoint(stage.dir / RAY_DIR, digest)
+    key = checkpoint_key(digest, stage.input_identities())
+    resume = latest_checkpoint(stage.dir / RAY_DIR, key)
     if resume is not None:  # the workers load it (worker._restore): Ray Train 2 has no resume_from_checkpoint
         log.info("train: resuming from %s", resume)
     store = stage.store.child(STAGE) if stage.store else None
-    trainer = make_trainer(config, stage.dir, digest, examples, store)
+    trainer = make_trainer(config, stage.dir, key, examples, store)
     result = trainer.fit()
     if stage.store is not None:  # the checkpoints and metrics the workers left in the store (usage: complete())
         stage.store.pull(stage.dir / RAY_DIR, f"{STAGE}/{RAY_DIR}", exact=True)
@@ -149,7 +165,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
     with result.checkpoint.as_directory() as ckpt:
         final = read_state(Path(ckpt))
-    paths, selection = finish_training(config, stage, run_dir, digest, final.global_step)
+    paths, selection = finish_training(config, stage, run_dir, key, final.global_step)
     plot = plot_curves(stage.dir / METRICS_CSV, stage.dir / "curves.png")
     rows = read_rows(stage.dir / METRICS_CSV)
     total = stage_bounds(config.train.stages)[-1][1]
