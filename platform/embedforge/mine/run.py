@@ -159,13 +159,17 @@ def _mined_example(
     scores = [
         result.scores.get(pool.doc_id(n), math.nan) if math.isnan(score) else score for n, (_, score) in merged.items()
     ]
+    positive_score = result.scores[pool.doc_id(ex.positive)]
+    if result.labels is not None:  # one teacher's own scores are the soft labels (mine.soft_labels_from)
+        scores = [result.labels.get(pool.doc_id(n), math.nan) for n in merged]
+        positive_score = result.labels[pool.doc_id(ex.positive)]
     prov = {**ex.provenance_dict(), "mining": {**provenance, "given_negatives": len(given)}}
     return replace(
         ex,
         negatives=list(merged),
         negative_levels=[level for level, _ in merged.values()],
         negative_scores=[float(s) for s in scores],
-        positive_score=float(result.scores[pool.doc_id(ex.positive)]),
+        positive_score=float(positive_score),
         provenance=json.dumps(prov, ensure_ascii=False),
     )
 
@@ -271,7 +275,7 @@ class _Miner:
                 counted.add(query_key(ex))
                 stats.add(
                     mined.positive_score if mined else 0.0,
-                    list(result.selection.scores) if mined else [],
+                    [s for s in mined.negative_scores if not math.isnan(s)] if mined else [],
                     result.selection.drops if first else {},
                     kept,
                     result.selection.round_trip_failed,

