@@ -54,9 +54,6 @@ def teacher_scores(corpus: str) -> dict[str, float]:
     from embedforge.mine.teachers.dense import load_dense_teacher
     from embedforge.mine.teachers.lexical import BM25Teacher
     from embedforge.model import load_encoder
-    from embedforge.models.bundled import prepare
-
-    prepare(["multilingual-e5-small-q4"])
 
     task = build_task(corpus, EvaluateConfig())
     docs = [d.embedded_text for d in task.corpus]
@@ -134,7 +131,10 @@ def main() -> None:
     import torch
     from common import machine_info, write_result
 
+    from embedforge.models.bundled import prepare
+
     torch.set_num_threads(2)
+    prepare(["multilingual-e5-small-q4"])
     machine = machine_info()
     results, ratios = {}, {}
     for corpus in args.corpus or list(CORPORA):

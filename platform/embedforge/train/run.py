@@ -109,14 +109,12 @@ def _resources(config: EmbedforgeConfig) -> dict[str, float]:
     return res
 
 
-def _clear_stale(stage: StageRun, digest: str) -> None:
+def _clear_stale(stage: StageRun, digest: str, inputs: dict[str, str]) -> None:
     """Metrics and attempts of a run with another config or other inputs must not mix with this one's, here or in
     the run's store where workers read them (checkpoints are kept: each carries its `checkpoint_key` and only
     matching ones resume)."""
     previous = read_manifest(stage.dir)
-    if previous is not None and (
-        previous.get("config_hash") != digest or previous.get("inputs") != stage.input_identities()
-    ):
+    if previous is not None and (previous.get("config_hash") != digest or previous.get("inputs") != inputs):
         for name in (METRICS_CSV, ATTEMPTS):
             (stage.dir / name).unlink(missing_ok=True)
             if stage.store is not None:
@@ -147,9 +145,10 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
             st.name, config.train.global_batch(st), st.batch_size, config.train.num_workers,
         )  # fmt: skip
     connect(num_cpus=int(config.resources.num_cpus) if config.resources.num_cpus else None)
-    _clear_stale(stage, digest)
+    inputs = stage.input_identities()
+    _clear_stale(stage, digest, inputs)
     stage.start()
-    key = checkpoint_key(digest, stage.input_identities())
+    key = checkpoint_key(digest, inputs)
     resume = latest_checkpoint(stage.dir / RAY_DIR, key)
     if resume is not None:  # the workers load it (worker._restore): Ray Train 2 has no resume_from_checkpoint
         log.info("train: resuming from %s", resume)
