@@ -26,7 +26,7 @@ def test_without_a_validation_slice_the_trained_model_is_served_and_the_reason_s
     assert decision.deploy == "trained" and HELDOUT_TASK in decision.reason and decision.start_score is None
 
 
-def test_the_demo_verdict_names_each_model_and_the_decision(tmp_path) -> None:
+def test_the_demo_verdict_names_each_model_labels_each_task_and_states_the_decision(tmp_path) -> None:
     import json
 
     from embedforge.config import load_config
@@ -37,12 +37,48 @@ def test_the_demo_verdict_names_each_model_and_the_decision(tmp_path) -> None:
     assert config.model.backbone == MINILM
     (tmp_path / "evaluate").mkdir()
     scores = {HELDOUT_TASK: {TRAINED: 0.30, MINILM: 0.35}, "dbpedia_entity_subset": {TRAINED: 0.52, MINILM: 0.51}}
-    (tmp_path / "evaluate" / "manifest.json").write_text(json.dumps({"scores": scores}))
+    manifest = {
+        "scores": scores,
+        "data": {HELDOUT_TASK: "left out", "dbpedia_entity_subset": "left out"},
+        "average_by_data": {"left out": {TRAINED: 0.41, MINILM: 0.43}},
+    }
+    (tmp_path / "evaluate" / "manifest.json").write_text(json.dumps(manifest))
     table = outcome_table(config, tmp_path)
-    assert "| task | starting model | all-MiniLM-L6-v2 | trained |" in table
-    assert "| dbpedia_entity_subset | 51.00 | 51.00 | 52.00 |" in table
-    assert f"| {HELDOUT_TASK} (validation slice: held-out synthetic queries) | 35.00 | 35.00 | 30.00 |" in table
+    assert "| task | data | starting model | all-MiniLM-L6-v2 | trained |" in table
+    assert "| dbpedia_entity_subset | left out | 51.00 | 51.00 | 52.00 |" in table
+    slice_row = f"| {HELDOUT_TASK} (validation slice: held-out synthetic queries) | left out | 35.00 | 35.00 | 30.00 |"
+    assert slice_row in table
+    assert "| **average, left out** | | 43.00 | 43.00 | 41.00 |" in table
     assert f"deployed: the starting model ({MINILM}), because the trained model scores 0.3000 < 0.3500" in table
+
+
+def test_the_generalist_verdict_shows_left_out_tasks_beside_in_distribution_ones(tmp_path) -> None:
+    """configs/local.yaml trains on STS-B and SNLI: their tasks are in-distribution, SICK is left out, and a model
+    a task was not scored with shows "-"."""
+    import json
+
+    from embedforge.config import load_config
+    from embedforge.config.evaluate import TRAINED
+    from embedforge.evaluate.registry import task_provenance
+    from embedforge.pipeline.demo import MINILM, outcome_table
+    from embedforge.pipeline.steps import starting_model
+
+    config = load_config(REPO / "configs" / "local.yaml")
+    start = starting_model(config)
+    scores = {"stsb": {TRAINED: 0.76, start: 0.49, MINILM: 0.86}, "sick": {TRAINED: 0.73, MINILM: 0.80}}
+    data = {task: task_provenance(task, config) for task in scores}
+    assert data == {"stsb": "in-distribution", "sick": "left out"}
+    averages = {"in-distribution": {TRAINED: 0.76, start: 0.49, MINILM: 0.86}, "left out": {TRAINED: 0.73}}
+    (tmp_path / "evaluate").mkdir()
+    (tmp_path / "evaluate" / "manifest.json").write_text(
+        json.dumps({"scores": scores, "data": data, "average_by_data": averages})
+    )
+    lines = outcome_table(config, tmp_path).splitlines()
+    assert "| stsb | in-distribution | 49.00 | 86.00 | 76.00 |" in lines
+    assert "| sick | left out | - | 80.00 | 73.00 |" in lines
+    assert lines.index("| **average, in-distribution** | | 49.00 | 86.00 | 76.00 |") < lines.index(
+        "| **average, left out** | | - | - | 73.00 |"
+    )
 
 
 def test_checkpoint_selection_takes_the_best_step_and_the_later_one_on_a_tie() -> None:

@@ -103,7 +103,8 @@ def _mean_over(tasks: dict[str, Any], names: list[str], model: str) -> float | N
     return float(np.mean(values)) if values else None
 
 
-def _pct(value: float | None) -> str:
+def percent(value: float | None) -> str:
+    """A score x100 with two decimals, "-" where a model has none."""
     return "-" if value is None else f"{100 * value:.2f}"
 
 
@@ -128,7 +129,7 @@ def to_markdown(report: dict[str, Any]) -> str:
             info["family"],
             info.get("data") or "-",
             info["main_metric"],
-            *(_pct(info["scores"].get(m)) for m in models),
+            *(percent(info["scores"].get(m)) for m in models),
         ]
         for t, info in report["tasks"].items()
     ]
@@ -140,14 +141,15 @@ def to_markdown(report: dict[str, Any]) -> str:
             f"Scored units found in the run's training data (dropped or marked, evaluate.contamination): {seen}.",
         ]
     lines += ["", "## Per family", ""]
-    rows = [[fam, *(_pct(avg.get(m)) for m in models)] for fam, avg in report["families"].items()]
-    rows.append(["**average (all tasks)**", *(_pct(report["average"][m]) for m in models)])
+    rows = [[fam, *(percent(avg.get(m)) for m in models)] for fam, avg in report["families"].items()]
+    rows.append(["**average (all tasks)**", *(percent(report["average"][m]) for m in models)])
     for label, avg in report.get("average_by_data", {}).items():
-        rows.append([f"**average ({label} tasks)**", *(_pct(avg.get(m)) for m in models)])
+        rows.append([f"**average ({label} tasks)**", *(percent(avg.get(m)) for m in models)])
     lines += _table(["family", *models], rows)
     lines += ["", "## Borda ranking (LGAI-Embedding 5.1)", ""]
     rows = [
-        [str(i + 1), m, f"{report['borda'][m]:g}", _pct(report["average"][m])] for i, m in enumerate(report["ranking"])
+        [str(i + 1), m, f"{report['borda'][m]:g}", percent(report["average"][m])]
+        for i, m in enumerate(report["ranking"])
     ]
     lines += _table(["rank", "model", "Borda points", "average"], rows)
     if report.get("usage"):

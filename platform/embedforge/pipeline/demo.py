@@ -23,6 +23,7 @@ from embedforge.cluster import local
 from embedforge.config import ConfigError, EmbedforgeConfig, load_config
 from embedforge.config.evaluate import TRAINED
 from embedforge.evaluate.registry import HELDOUT_TASK
+from embedforge.evaluate.report import percent
 from embedforge.logs import configure_logging
 from embedforge.models.bundled import prepare
 from embedforge.paths import BUNDLED_PREFIX, REPO_ROOT
@@ -98,18 +99,25 @@ def print_examples(endpoint: str, config: EmbedforgeConfig) -> None:
 
 def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
     """The run's verdict: per evaluated task, the starting model, all-MiniLM-L6-v2 and the trained model side by
-    side (the validation slice first, then the tasks the run never trained on), and the deploy decision."""
+    side, each task labelled by whether the run trained on its dataset (`registry.task_provenance`: the validation
+    slice and datasets the run never saw are "left out"), then the average per label and the deploy decision."""
     manifest = run_dir / "evaluate" / "manifest.json"
     if not manifest.is_file():
         return ""
-    scores = json.loads(manifest.read_text()).get("scores", {})
+    evaluation = json.loads(manifest.read_text())
+    scores, labels = evaluation.get("scores", {}), evaluation.get("data", {})
     start = starting_model(config)
     columns = {"starting model": start, "all-MiniLM-L6-v2": MINILM, "trained": TRAINED}
-    lines = ["| task | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+
+    def cells(per_model: dict[str, float]) -> str:
+        return " | ".join(percent(per_model.get(ref)) for ref in columns.values())
+
+    lines = ["| task | data | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
     for task, per_model in scores.items():
         label = f"{task} (validation slice: held-out synthetic queries)" if task == HELDOUT_TASK else task
-        cells = [f"{100 * per_model[ref]:.2f}" if ref in per_model else "-" for ref in columns.values()]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | {labels.get(task) or '-'} | {cells(per_model)} |")
+    for data, averages in evaluation.get("average_by_data", {}).items():
+        lines.append(f"| **average, {data}** | | {cells(averages)} |")
     decision = deploy_decision(config, run_dir)
     if decision is not None:
         served = "the trained model" if decision.deploy == "trained" else f"the starting model ({start})"
