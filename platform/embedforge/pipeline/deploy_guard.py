@@ -24,7 +24,9 @@ def decide(scores: dict[str, dict[str, float]], trained: str, start: str) -> Dep
     """`scores[task][model]` as evaluation reports them; `trained` and `start` are the two models' names there."""
     slice_scores = scores.get(HELDOUT_TASK, {})
     if trained not in slice_scores or start not in slice_scores:
-        return DeployDecision("trained", f"no {HELDOUT_TASK} score for both models: the trained model is served")
+        return DeployDecision(
+            "trained", f"the run has no validation slice ({HELDOUT_TASK}) scored for both models to hold it back"
+        )
     t, s = float(slice_scores[trained]), float(slice_scores[start])
     if t < s:
         return DeployDecision(
