@@ -154,3 +154,33 @@ def test_generator_fills_its_engine_unless_told_otherwise():
     del data["synth"]["generator"]["batch_size"]  # tiny.yaml sets it
     assert config_from_dict(data).synth.generator.prompts_per_call == 48
     assert config_from_dict(_set(data, "synth.generator.batch_size", 8)).synth.generator.prompts_per_call == 8
+
+
+def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_is_kept():
+    """Keys added after stages were completed (`Section.implicit_values`) leave a config's dump, and so its stage
+    hashes, as they were until a config sets them."""
+    from embedforge.config.base import Section
+    from embedforge.config.mine import MineConfig, SelectionConfig
+    from embedforge.config.model import LoraConfig
+    from embedforge.config.train import DistillConfig, TrainConfig
+
+    declared = {
+        cls: set(cls.implicit_values) for cls in (MineConfig, SelectionConfig, LoraConfig, DistillConfig, TrainConfig)
+    }
+    assert declared[MineConfig] == {"soft_labels_from"} and declared[TrainConfig] == {"wise_ft_alpha"}
+    assert Section.implicit_values == {}
+
+    dump = load_config(REPO / "configs" / "local.yaml").model_dump(mode="json")
+    assert "soft_labels_from" not in dump["mine"] and "wise_ft_alpha" not in dump["train"]
+    assert not {"max_positive_rank", "keep_untagged_negatives"} & set(dump["mine"]["selection"])
+    assert "top_layers" not in dump["model"]["lora"] and "lora" in dump["model"]
+
+    changed = load_config(
+        REPO / "configs" / "local.yaml",
+        ["mine.soft_labels_from=0", "train.wise_ft_alpha=0.5", "model.lora.top_layers=2",
+         "mine.selection.keep_untagged_negatives=true"],
+    ).model_dump(mode="json")  # fmt: skip
+    assert changed["mine"]["soft_labels_from"] == 0 and changed["train"]["wise_ft_alpha"] == 0.5
+    assert changed["model"]["lora"]["top_layers"] == 2 and changed["mine"]["selection"]["keep_untagged_negatives"]
+    assert DistillConfig(scores="teacher").model_dump()["scores"] == "teacher"
+    assert "scores" not in DistillConfig().model_dump()

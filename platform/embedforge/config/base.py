@@ -3,18 +3,31 @@ a stage's actors may reserve."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 # reserved by each section's own keys (num_cpus, num_gpus, ...), never through `resources`
 _RAY_BUILTIN_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
 
 
 class Section(BaseModel):
-    """A config section. Unknown keys are errors; values are validated on assignment too."""
+    """A config section. Unknown keys are errors; values are validated on assignment too.
+
+    `implicit_values` names keys added after configs and completed stages were written, each with the value that
+    keeps the earlier behaviour: a key at that value is left out of the dump, so a config that never sets it keeps
+    its stage hashes (and completed stages stay reusable) whichever release wrote them."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    implicit_values: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key, value in self.implicit_values.items():
+            if getattr(self, key) == value:
+                data.pop(key, None)
+        return data
 
 
 def _custom_resources(value: dict[str, float]) -> dict[str, float]:

@@ -5,15 +5,13 @@ NV-Embed (seed 000) 4.1.1 (TopK-PercPos), LGAI-Embedding (seed 003) 4.1 (RRF, so
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
@@ -137,16 +135,7 @@ class SelectionConfig(Section):
         "replace them",
     )
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`max_positive_rank` unset and `keep_untagged_negatives` off stay implicit, so a config that never sets
-        them keeps its stage hash (and a completed mining stage stays reusable) whichever release wrote it."""
-        data = handler(self)
-        if self.max_positive_rank is None:
-            data.pop("max_positive_rank", None)
-        if not self.keep_untagged_negatives:
-            data.pop("keep_untagged_negatives", None)
-        return data
+    implicit_values: ClassVar[dict[str, Any]] = {"max_positive_rank": None, "keep_untagged_negatives": False}
 
     @model_validator(mode="after")
     def _consistent(self) -> SelectionConfig:
@@ -201,13 +190,7 @@ class MineConfig(Section):
         "labels are one teacher's scores). None: the fused scores (LGAI 4.3)",
     )
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`soft_labels_from` unset stays implicit, so a config that never sets it keeps its stage hash."""
-        data = handler(self)
-        if self.soft_labels_from is None:
-            data.pop("soft_labels_from", None)
-        return data
+    implicit_values: ClassVar[dict[str, Any]] = {"soft_labels_from": None}
 
     def soft_label_position(self) -> int | None:
         """Where `soft_labels_from`'s scores sit in the miner's per-query teacher scores (dense teachers in

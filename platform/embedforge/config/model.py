@@ -9,9 +9,9 @@ unchanged embedding model encodes exactly as it did.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import Field, PositiveInt, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
@@ -48,13 +48,7 @@ class LoraConfig(Section):
         None, description="adapt only the last N transformer blocks of the backbone; None adapts every block"
     )
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`top_layers` unset stays implicit, so a config that never sets it keeps its stage hash."""
-        data = handler(self)
-        if self.top_layers is None:
-            data.pop("top_layers", None)
-        return data
+    implicit_values: ClassVar[dict[str, Any]] = {"top_layers": None}
 
     @model_validator(mode="after")
     def _all_linear_alone(self) -> LoraConfig:

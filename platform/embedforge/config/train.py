@@ -6,14 +6,12 @@ NV-Embed (seed 000) 3.3 and appendix C; MGH (seed 002) 2.1 / 4.1; pair BCE (seed
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     Field,
     PositiveInt,
-    SerializerFunctionWrapHandler,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
@@ -46,14 +44,7 @@ class DistillConfig(Section):
     teacher_temperature: float = Field(0.05, gt=0)
     student_temperature: float = Field(0.05, gt=0)
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`scores` at its default stays implicit, so a config that never sets it keeps its stage hashes (and
-        completed stages stay reusable) whichever release wrote them."""
-        data = handler(self)
-        if self.scores == "mined":
-            data.pop("scores", None)
-        return data
+    implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined"}
 
 
 class EmbeddingDistillConfig(Section):
@@ -178,13 +169,7 @@ class TrainConfig(Section):
         "fine-tuning) and for distill with scores: teacher (LGAI 4.1 soft labels over the whole batch)",
     )
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """`wise_ft_alpha` at 1 (off) stays implicit, so a config that never sets it keeps its stage hashes."""
-        data = handler(self)
-        if self.wise_ft_alpha == 1:
-            data.pop("wise_ft_alpha", None)
-        return data
+    implicit_values: ClassVar[dict[str, Any]] = {"wise_ft_alpha": 1}
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -155,14 +155,15 @@ def _mined_example(
     levels = [ex.negative_levels[i] for i in own] if tagged else []
     mined = [pool.corpus[d] for d in result.candidate_ids]
     merged = merge_negatives(given, levels, mined, result.selection.scores)
-    # a given negative is in the pool (build_pools adds every negative): its score, when the teacher scored it
-    scores = [
-        result.scores.get(pool.doc_id(n), math.nan) if math.isnan(score) else score for n, (_, score) in merged.items()
-    ]
-    positive_score = result.scores[pool.doc_id(ex.positive)]
     if result.labels is not None:  # one teacher's own scores are the soft labels (mine.soft_labels_from)
         scores = [result.labels.get(pool.doc_id(n), math.nan) for n in merged]
         positive_score = result.labels[pool.doc_id(ex.positive)]
+    else:  # a given negative is in the pool (build_pools adds every negative): its score, when the teacher scored it
+        scores = [
+            result.scores.get(pool.doc_id(n), math.nan) if math.isnan(score) else score
+            for n, (_, score) in merged.items()
+        ]
+        positive_score = result.scores[pool.doc_id(ex.positive)]
     prov = {**ex.provenance_dict(), "mining": {**provenance, "given_negatives": len(given)}}
     return replace(
         ex,
