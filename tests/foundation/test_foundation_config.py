@@ -164,11 +164,14 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     from embedforge.config.model import LoraConfig
     from embedforge.config.train import DistillConfig, TrainConfig
 
-    declared = {
-        cls: set(cls.implicit_values) for cls in (MineConfig, SelectionConfig, LoraConfig, DistillConfig, TrainConfig)
+    assert {cls: cls.implicit_values for cls in (Section, MineConfig, SelectionConfig, LoraConfig, DistillConfig)} == {
+        Section: {},
+        MineConfig: {"soft_labels_from": None},
+        SelectionConfig: {"max_positive_rank": None, "keep_untagged_negatives": False},
+        LoraConfig: {"top_layers": None},
+        DistillConfig: {"scores": "mined"},
     }
-    assert declared[MineConfig] == {"soft_labels_from"} and declared[TrainConfig] == {"wise_ft_alpha"}
-    assert Section.implicit_values == {}
+    assert TrainConfig.implicit_values == {"wise_ft_alpha": 1}
 
     dump = load_config(REPO / "configs" / "local.yaml").model_dump(mode="json")
     assert "soft_labels_from" not in dump["mine"] and "wise_ft_alpha" not in dump["train"]
