@@ -15,6 +15,7 @@ Writes benchmarks/results/domain.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -61,8 +62,12 @@ def corpus_overrides(corpus: str) -> list[str]:
 
 
 def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeConfig) -> dict[str, float]:
-    """nDCG@10 x 100 of each model on every judged real query over the whole corpus (no limits)."""
+    """nDCG@10 x 100 of each model on every judged real query over the whole corpus (no limits), reading the
+    collection's vectors the run's embedding cache holds (a model's vectors are named by its weights and settings,
+    so none is another model's)."""
+    from embedforge.evaluate.cached import CachedEncoder
     from embedforge.evaluate.registry import build_task
+    from embedforge.evaluate.run import cache_root
     from embedforge.evaluate.scoring import score_task
     from embedforge.model import load_encoder
 
@@ -70,10 +75,43 @@ def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeCon
     scores = {}
     for name, ref in models.items():
         started = time.time()
-        encoder = load_encoder(ref)
+        encoder = CachedEncoder(load_encoder(ref), ref, cache_root(config))
         scores[name] = 100 * float(score_task(task, encoder, batch_size=64)["main_score"])
         logging.info("%s on %s real queries: nDCG@10 %.2f (%.0fs)", name, corpus, scores[name], time.time() - started)
     return scores
+
+
+def teacher_fusion_score(corpus: str, config: EmbedforgeConfig) -> float:
+    """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' rankings of the whole corpus
+    fused by RRF (`mine.rrf_k`), each teacher's vectors of the corpus read from the run's embedding cache, where
+    mining put them."""
+    import numpy as np
+
+    from embedforge.config.mine import DENSE_KINDS
+    from embedforge.embeddings.cache import EmbeddingCache
+    from embedforge.evaluate import metrics
+    from embedforge.evaluate.registry import build_task
+    from embedforge.mine.run import cache_root
+    from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
+
+    task = build_task(corpus, config.evaluate)
+    sides = {"query": [q.text for q in task.queries], "document": [d.embedded_text for d in task.corpus]}
+    fused = np.zeros((len(task.queries), len(task.corpus)))
+    for teacher in (t for t in config.mine.teachers if t.kind in DENSE_KINDS):
+        identity, vectors = DenseIdentity(teacher), {}
+        for side, texts in sides.items():
+            cache = EmbeddingCache(cache_root(config), identity(side, None))
+            missing = [texts[i] for i in cache.missing(texts)]
+            if missing:
+                cache.put(missing, encode_side(load_dense_teacher(teacher), missing, side, None, 64))
+            vectors[side] = cache.get(texts)
+        ranks = np.argsort(np.argsort(-(vectors["query"] @ vectors["document"].T), axis=1), axis=1)
+        fused += 1.0 / (config.mine.rrf_k + ranks + 1)
+    ids = [d.doc_id for d in task.corpus]
+    top = np.argsort(-fused, axis=1)[:, :10]
+    judged = [task.qrels[q.query_id] for q in task.queries]
+    per_query = [metrics.ndcg_at_k([ids[d] for d in row], qrels, 10) for row, qrels in zip(top, judged, strict=True)]
+    return 100 * float(np.mean(per_query))
 
 
 def main() -> None:
@@ -87,11 +125,13 @@ def main() -> None:
         help="record this run as a named experiment beside the profile's own result (kept, whatever it scores)",
     )
     args = parser.parse_args()
+    # a corpus run alone keeps the other corpus's result when it ran the same recipe (config file and overrides)
+    recipe = hashlib.sha256((CONFIG.read_text() + json.dumps(args.overrides)).encode()).hexdigest()[:12]
     from embedforge.logs import configure_logging
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import torch
-    from common import machine_info, record_experiment, write_result
+    from common import machine_info, previous_result, record_experiment, write_result
 
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
@@ -122,8 +162,10 @@ def main() -> None:
             models["minilm"] = MINILM
         scores = real_query_scores(models, corpus, config)
         scores.setdefault("minilm", scores["start"])
+        scores["teachers_rrf"] = round(teacher_fusion_score(corpus, config), 2)
         deployed = "trained" if decision is None or decision.deploy == "trained" else "start"
         results[corpus] = {
+            "recipe": recipe,
             "ndcg10": {**scores, "deployed": scores[deployed]},
             "deploy_decision": decision.as_dict() if decision else None,
             "pipeline_seconds": round(pipeline_s, 1),
@@ -139,6 +181,12 @@ def main() -> None:
         **{f"trained_minus_minilm_ndcg10_{c}": f">= {g}" for c, g in GOALS.items()},
         **{f"pipeline_minutes_{c}": f"<= {BUDGET_S // 60}" for c in CORPORA},
     }
+    if not args.experiment:
+        previous = previous_result("domain")
+        for corpus, result in (previous.get("results") or {}).items():
+            if corpus not in results and result.get("recipe") == recipe:
+                results[corpus] = result
+                ratios.update({k: v for k, v in previous["ratios"].items() if k.endswith(corpus)})
     if args.experiment:
         entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios}
         print(record_experiment("domain", args.experiment, entry, goals).read_text())

@@ -161,22 +161,25 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     hashes, as they were until a config sets them."""
     from embedforge.config.base import Section
     from embedforge.config.mine import MineConfig, SelectionConfig
-    from embedforge.config.model import LoraConfig
+    from embedforge.config.model import LoraConfig, ModelConfig
     from embedforge.config.train import DistillConfig, TrainConfig
 
-    assert {cls: cls.implicit_values for cls in (Section, MineConfig, SelectionConfig, LoraConfig, DistillConfig)} == {
+    sections = (Section, MineConfig, SelectionConfig, LoraConfig, ModelConfig, DistillConfig)
+    assert {cls: cls.implicit_values for cls in sections} == {
         Section: {},
         MineConfig: {"soft_labels_from": None},
         SelectionConfig: {"max_positive_rank": None, "keep_untagged_negatives": False},
         LoraConfig: {"top_layers": None},
-        DistillConfig: {"scores": "mined"},
+        ModelConfig: {"frozen_documents": False},
+        DistillConfig: {"scores": "mined", "over": "candidates"},
     }
-    assert TrainConfig.implicit_values == {"wise_ft_alpha": 1}
+    assert TrainConfig.implicit_values == {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
 
     dump = load_config(REPO / "configs" / "local.yaml").model_dump(mode="json")
     assert "soft_labels_from" not in dump["mine"] and "wise_ft_alpha" not in dump["train"]
     assert not {"max_positive_rank", "keep_untagged_negatives"} & set(dump["mine"]["selection"])
     assert "top_layers" not in dump["model"]["lora"] and "lora" in dump["model"]
+    assert "frozen_documents" not in dump["model"] and "over" not in dump["train"]["stages"][0]["losses"]["distill"]
 
     changed = load_config(
         REPO / "configs" / "local.yaml",
@@ -186,4 +189,6 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     assert changed["mine"]["soft_labels_from"] == 0 and changed["train"]["wise_ft_alpha"] == 0.5
     assert changed["model"]["lora"]["top_layers"] == 2 and changed["mine"]["selection"]["keep_untagged_negatives"]
     assert DistillConfig(scores="teacher").model_dump()["scores"] == "teacher"
+    assert DistillConfig(over="collection").model_dump()["over"] == "collection"
+    assert ModelConfig(frozen_documents=True).model_dump()["frozen_documents"] is True
     assert "scores" not in DistillConfig().model_dump()

@@ -94,9 +94,14 @@ def test_the_embedder_encodes_an_encoder_backbone_unpadded_at_inference_with_its
     original = {k: v.clone() for k, v in embedder.backbone.state_dict().items()}
     unpadded, padded = both()
     torch.testing.assert_close(unpadded, padded, atol=2e-6, rtol=0)
-    stacked = embedder._unpadded._stacked_qkv(0, embedder.backbone.encoder.layer[0].attention.self)[0]
+    stacked = embedder._unpadded[id(embedder.backbone)]._stacked_qkv(
+        0, embedder.backbone.encoder.layer[0].attention.self
+    )[0]
     both()  # unchanged weights: the stack is reused, not copied again (serving one text per call)
-    assert embedder._unpadded._stacked_qkv(0, embedder.backbone.encoder.layer[0].attention.self)[0] is stacked
+    assert (
+        embedder._unpadded[id(embedder.backbone)]._stacked_qkv(0, embedder.backbone.encoder.layer[0].attention.self)[0]
+        is stacked
+    )
     embedder.train()
     with torch.no_grad():  # GradCache's first pass in train mode: the dropout masks its replay draws
         assert not embedder._runs_unpadded()

@@ -1,8 +1,10 @@
 """Documents in, an embedder served: the documents profile end to end at tiny scale (plumbing, random weights).
 
-A random-weight generator writes the queries, the whole collection is mined, a random encoder backbone (tiny-bert,
-a sentence-transformers folder) is fine-tuned, evaluated on the validation slice, and the deploy step serves the
-model the guard chose, over real HTTP; the trained model is the checkpoint that scored best on that slice."""
+A random-weight generator writes the queries, the starting model (tiny-bert, a sentence-transformers folder) and
+MiniLM rank the whole collection, the starting model's query side is adapted by distilling their fused ranking over
+the collection while its documents stay frozen (the profile's recipe), the models are evaluated on the validation
+slice, and the deploy step serves the model the guard chose, over real HTTP; the trained model is the checkpoint
+that scored best on that slice, and the collection is encoded once per model, in mining."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 MINILM = "bundled:all-minilm-l6-v2"
+TINY_BERT = "bundled:tiny-bert"
 WORDS = ["river", "castle", "engine", "violin", "glacier", "pepper", "satellite", "harbor", "lantern", "orchard"]
 
 
@@ -49,6 +52,8 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "model.pooling=auto",
             "model.bidirectional=null",
             "model.lora.enabled=false",
+            "model.frozen_documents=true",
+            "model.max_doc_length=256",  # the folder's own: its documents are the starting model's vectors
             'model.instructions.query_template=""',
             "data.sources=[{name: synthetic, kind: run, path: synth}]",
             f"synth.documents={docs}",
@@ -59,11 +64,14 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "synth.max_query_chars=150",
             "synth.judge.enabled=false",
             f"mine.corpus={docs}",
-            f"mine.teachers=[{{kind: sentence_transformers, model: {MINILM}}}, {{kind: bm25}}]",
-            "mine.selection={num_negatives: 1, candidate_k: 10}",
+            f"mine.teachers=[{{kind: embedforge, model: {TINY_BERT}}}, "
+            f"{{kind: sentence_transformers, model: {MINILM}}}]",
+            "mine.selection={margin_type: none, num_negatives: 5, candidate_k: 10, sampling: top}",
             "mine.sources=[synthetic]",
             "train.stages=[{name: domain, datasets: [{source: synthetic}], steps: 3, batch_size: 4, "
-            "num_negatives: 1, learning_rate: 1.0e-4, warmup_steps: 0}]",
+            "num_negatives: 0, in_batch_negatives: false, learning_rate: 1.0e-3, warmup_steps: 0, "
+            "losses: {infonce: {weight: 0}, distill: {weight: 1, over: collection, teacher_temperature: 0.001, "
+            "student_temperature: 0.05}}}]",
             "train.checkpoint_every=1",
             "train.select_checkpoint=true",
             f"evaluate.tasks=[{HELDOUT_TASK}]",
@@ -91,14 +99,22 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     record = run_pipeline(config, run_dir)
     assert record["status"] == "complete", record
 
-    # mined negatives come from the collection, not only from the examples' own texts
+    # each query's candidates come from the collection, ranked by the two teachers' fused (RRF) scores
     collection = {
         f"{r['title']} {r['text']}" for r in (json.loads(line) for line in Path(docs).read_text().splitlines())
     }
     mined = read_parquet(run_dir / "mine" / "data", TrainingExample)
-    assert mined and all(ex.negatives and set(ex.negatives) <= collection for ex in mined)
+    assert mined and all(len(ex.negatives) == 5 and set(ex.negatives) <= collection for ex in mined)
     trained_positives = {ex.positive for ex in mined}
     assert any(set(ex.negatives) - trained_positives for ex in mined)
+    assert all(ex.negative_scores == sorted(ex.negative_scores, reverse=True) for ex in mined)
+    assert all(0 < s <= 2 / 61 for ex in mined for s in ex.negative_scores)
+
+    # training distilled that ranking over the collection, reading every document's vector from mining's cache
+    metrics = (run_dir / "train" / "metrics.csv").read_text().splitlines()
+    header = metrics[0].split(",")
+    distill = [float(row.split(",")[header.index("loss_distill")]) for row in metrics[1:]]
+    assert len(distill) == 3 and all(np.isfinite(distill)) and min(distill) > 0
 
     # every checkpoint was scored on the validation slice and the best one became the trained model
     selection = json.loads((run_dir / "train" / "manifest.json").read_text())["selection"]
@@ -106,11 +122,13 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     assert sorted(scores_by_step) == [1, 2, 3]
     assert scores_by_step[selection["selected_step"]] == max(scores_by_step.values())
 
-    # evaluation read the collection's MiniLM vectors that mining wrote; only the held-out queries were encoded
-    baseline = json.loads((results_dir(run_dir / "evaluate", MINILM) / f"{HELDOUT_TASK}.json").read_text())
-    assert baseline["texts"]["from_cache"] >= len(collection), baseline["texts"]
+    # evaluation read the collection's vectors that mining wrote, MiniLM's and the starting model's; only the
+    # held-out queries were encoded
     heldout_queries = (run_dir / "synth" / "heldout" / "queries.jsonl").read_text().splitlines()
-    assert baseline["texts"]["encoded"] <= len(heldout_queries)
+    for model in (MINILM, TINY_BERT):
+        result = json.loads((results_dir(run_dir / "evaluate", model) / f"{HELDOUT_TASK}.json").read_text())
+        assert result["texts"]["from_cache"] >= len(collection), (model, result["texts"])
+        assert result["texts"]["encoded"] <= len(heldout_queries), (model, result["texts"])
 
     # the selected checkpoint's vectors of the validation slice (here the whole collection) are the trained model's
     # own, and evaluation did not encode them again
@@ -124,6 +142,11 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     own = load_model(model_ref, config.model).encode_documents(documents)
     np.testing.assert_allclose(cached.encode_documents(documents), own, atol=1e-5)
     assert cached.misses == 0
+    # the trained model's documents are the starting model's vectors; its queries are its own
+    start = load_encoder(TINY_BERT)
+    np.testing.assert_allclose(own, start.encode_documents(documents), atol=1e-5)
+    queries = [json.loads(line)["text"] for line in heldout_queries[:4]]
+    assert not np.allclose(load_model(model_ref, config.model).encode_queries(queries), start.encode_queries(queries))
 
     # the guard decided on the validation slice, and the endpoint serves the model it chose
     deploy = record["steps"]["deploy"]

@@ -9,6 +9,7 @@ import torch
 import torch.multiprocessing as mp
 
 from embedforge.train.losses import (
+    collection_distill_loss,
     embedding_distill_loss,
     in_batch_distill_loss,
     infonce_loss,
@@ -85,6 +86,24 @@ def test_soft_label_distill_is_kl_teacher_student():
     assert loss.item() == pytest.approx(expected, abs=1e-5)
     none = soft_label_distill_loss(q, cands, torch.full((2, 2), float("nan")))
     assert none.item() == 0.0
+
+
+def test_collection_distill_spreads_the_student_over_the_whole_collection():
+    """Teacher mass on each query's scored candidates only (unscored and padded ones get none); the student's
+    softmax runs over every document of the collection, so the documents no teacher ranked still count."""
+    collection = torch.tensor([E0, E1, [-1.0, 0.0]])  # three fixed document vectors
+    q = torch.tensor([E0, E1, E1])
+    rows = torch.tensor([[0, 1, 2], [1, 0, 0], [0, 1, 0]])
+    inf, nan = float("inf"), float("nan")
+    teacher = torch.tensor([[0.3, 0.1, nan], [0.2, -inf, -inf], [nan, nan, -inf]])  # third query: no teacher
+    loss = collection_distill_loss(q, collection, rows, teacher, teacher_temperature=0.1, student_temperature=1.0)
+    z = math.exp(1) + math.exp(0) + math.exp(-1)  # query E0 over the collection: cosines 1, 0, -1
+    t = [math.exp(3) / (math.exp(3) + math.exp(1)), math.exp(1) / (math.exp(3) + math.exp(1))]
+    first = t[0] * math.log(t[0] / (math.e / z)) + t[1] * math.log(t[1] / (1 / z))
+    second = math.log(1 / (math.e / (math.e + 2)))  # query E1: all mass on document 1 (cosines 0, 1, 0)
+    assert loss.item() == pytest.approx((first + second) / 2, abs=1e-5)
+    with pytest.raises(ValueError, match="do not match"):
+        collection_distill_loss(q, collection, rows[:, :2], teacher, 0.1, 1.0)
 
 
 def test_in_batch_distill_targets_every_candidate_of_the_batch_whatever_the_teacher_width():

@@ -93,6 +93,11 @@ class ModelConfig(Section):
     `bidirectional` switches a decoder's attention (NV-Embed 3.1); `null` is the backbone's own: a bare decoder
     checkpoint is made bidirectional (the NV-Embed recipe), a decoder embedding model (e5-mistral in a
     sentence-transformers folder) stays causal as it was trained, and encoders always attend both ways.
+
+    `frozen_documents` adapts the query side only: documents (the document side of asymmetric tasks; symmetric
+    tasks give both sides the query side) are encoded by the starting model as it was, so a collection indexed with
+    the starting model stays valid, and training can score each query against the whole collection's fixed vectors
+    (`train.stages[].losses.distill.over: collection`). The pooling must have no weights of its own.
     """
 
     backbone: str = "bundled:smollm2-135m-instruct"
@@ -104,6 +109,18 @@ class ModelConfig(Section):
     max_doc_length: PositiveInt = 256
     normalize: bool = True
     int8_inference: bool = False
+    frozen_documents: bool = False
     latent_attention: LatentAttentionConfig = Field(default_factory=LatentAttentionConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     instructions: InstructionConfig = Field(default_factory=InstructionConfig)
+
+    implicit_values: ClassVar[dict[str, Any]] = {"frozen_documents": False}
+
+    @model_validator(mode="after")
+    def _frozen_documents_pooling(self) -> ModelConfig:
+        if self.frozen_documents and self.pooling == "latent_attention":
+            raise ValueError(
+                "model.frozen_documents: documents keep the starting model, which has no trained latent-attention "
+                "head; use a pooling without weights (auto, mean, weighted_mean, cls, last, ata)"
+            )
+        return self

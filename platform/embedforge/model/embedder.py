@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Literal
 
 import numpy as np
@@ -37,7 +38,9 @@ class Embedder(nn.Module):
     """Backbone + pooling + tokenizer + the model config that produced them.
 
     `backbone_ref` names the base checkpoint (a `bundled:` ref or a path) LoRA adapters apply to. `config` has its
-    `auto` values resolved for this backbone (`backbone_spec.resolve_model_config`).
+    `auto` values resolved for this backbone (`backbone_spec.resolve_model_config`). With `model.frozen_documents`,
+    `document_backbone` is the starting model's backbone, frozen: it encodes documents of asymmetric tasks, so their
+    vectors are the starting model's (query-side adaptation).
     """
 
     def __init__(
@@ -48,9 +51,15 @@ class Embedder(nn.Module):
         pooling: Pooling | None = None,
         name: str | None = None,
         backbone_ref: str | None = None,
+        document_backbone: PreTrainedModel | None = None,
     ) -> None:
         super().__init__()
+        if config.frozen_documents != (document_backbone is not None):
+            raise ValueError("model.frozen_documents needs the starting model's backbone for documents, and only it")
         self.backbone = backbone
+        self.document_backbone = document_backbone
+        if document_backbone is not None:
+            document_backbone.requires_grad_(False)
         self.tokenizer = tokenizer
         self.config = config
         self.pooling = pooling if pooling is not None else build_pooling(config, backbone.config.hidden_size)
@@ -67,7 +76,7 @@ class Embedder(nn.Module):
         self.texts_encoded = 0
         self.texts_truncated = 0
         self.unpadded_inference = True  # False: the model's own padded forward everywhere (a benchmark baseline)
-        self._unpadded: UnpaddedBertModel | None = None
+        self._unpadded: dict[int, UnpaddedBertModel] = {}  # one per backbone object: it keeps the stacked weights
 
     @property
     def padding_side(self) -> str:
@@ -123,23 +132,30 @@ class Embedder(nn.Module):
         self.texts_truncated += batch.num_truncated
         return batch
 
-    def forward(self, batch: EncodedBatch, normalize: bool | None = None) -> torch.Tensor:
-        """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config)."""
+    def forward(self, batch: EncodedBatch, normalize: bool | None = None, frozen: bool = False) -> torch.Tensor:
+        """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config).
+        `frozen`: through the frozen document backbone (documents with `model.frozen_documents`), without
+        gradients."""
         batch = batch.to(self.device)
-        if self._runs_unpadded():
-            if self._unpadded is None or self._unpadded.bert is not self.backbone:
-                self._unpadded = UnpaddedBertModel(self.backbone)  # one per backbone: it keeps the stacked weights
-            hidden = self._unpadded.last_hidden_state(batch.input_ids, batch.attention_mask)
-        else:
-            positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
-            out = self.backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
-            hidden = out.last_hidden_state
-        attentions = self.attention_capture.pop() if self.attention_capture is not None else None
+        if frozen and self.document_backbone is None:
+            raise ValueError("a frozen forward pass needs model.frozen_documents")
+        backbone = self.document_backbone if frozen else self.backbone
+        with torch.no_grad() if frozen else nullcontext():
+            if self._runs_unpadded(backbone):
+                unpadded = self._unpadded.get(id(backbone))
+                if unpadded is None or unpadded.bert is not backbone:
+                    unpadded = self._unpadded[id(backbone)] = UnpaddedBertModel(backbone)
+                hidden = unpadded.last_hidden_state(batch.input_ids, batch.attention_mask)
+            else:
+                positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
+                out = backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
+                hidden = out.last_hidden_state
+        attentions = self.attention_capture.pop() if self.attention_capture is not None and not frozen else None
         pooled = self.pooling(hidden.float(), batch.attention_mask, batch.pool_mask, attentions)
         normalize = self.config.normalize if normalize is None else normalize
         return F.normalize(pooled, dim=-1) if normalize else pooled
 
-    def _runs_unpadded(self) -> bool:
+    def _runs_unpadded(self, backbone: nn.Module | None = None) -> bool:
         """Inference on a CPU with a plain BERT-family backbone computes only the real tokens (`unpadded.py`): the
         same vectors up to float rounding, faster (`benchmarks/results/unpadded.json`). Training (gradients, or
         train mode: GradCache's no-grad pass must draw the dropout masks its replay draws), GPUs, LoRA-wrapped or
@@ -150,7 +166,7 @@ class Embedder(nn.Module):
             and not torch.is_grad_enabled()
             and self.device.type == "cpu"
             and self.attention_capture is None
-            and UnpaddedBertModel.supports(self.backbone)
+            and UnpaddedBertModel.supports(self.backbone if backbone is None else backbone)
         )
 
     @torch.inference_mode()
@@ -172,11 +188,12 @@ class Embedder(nn.Module):
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         started, truncated_before = time.perf_counter(), self.texts_truncated
         batches = length_sorted_batches(texts, batch_size)
+        frozen = self.frozen_side(kind, task)
         try:
             for idx in tqdm(batches, desc=f"encode ({kind})", unit="batch", disable=len(batches) < 20, leave=False):
                 chunk_examples = None if examples is None else [examples[i] for i in idx]
                 batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
-                result[idx] = F.normalize(self.forward(batch, normalize=False), dim=-1).cpu().numpy()
+                result[idx] = F.normalize(self.forward(batch, normalize=False, frozen=frozen), dim=-1).cpu().numpy()
         finally:
             self.train(was_training)
         elapsed = time.perf_counter() - started
@@ -190,6 +207,26 @@ class Embedder(nn.Module):
                 self.texts_truncated - truncated_before,
             )
         return result
+
+    def frozen_side(self, kind: Kind, task: str | None) -> bool:
+        """Whether texts of this kind and task go through the frozen document backbone: documents of asymmetric
+        tasks (no task) with `model.frozen_documents`; symmetric tasks give both sides the trained one."""
+        return self.document_backbone is not None and kind == "document" and task is None
+
+    def cache_identity(self, fingerprint: str, side: str, task: str | None) -> str | None:
+        """The frozen document side's vectors are the starting model's, named as the starting model's own encoder
+        names them, so a collection encoded with it (mining's teacher, evaluation of the starting model) is read
+        back. None otherwise: the embedder's settings name its vectors."""
+        return self.frozen_document_identity() if side == "document" and self.frozen_side("document", task) else None
+
+    def frozen_document_identity(self) -> str:
+        """The cache identity of the frozen document side's vectors (`frozen_documents.starting_identity`)."""
+        from embedforge.model.frozen_documents import starting_identity
+
+        if self.document_backbone is None:
+            raise ValueError("the embedder has no frozen document side (model.frozen_documents is off)")
+        weights = {p.dtype for p in self.document_backbone.parameters()}
+        return starting_identity(self.config, self.backbone_ref, weights)
 
     def encode_queries(
         self,

@@ -8,6 +8,7 @@ embedder then starts from its weights and its own pooling).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +41,15 @@ def _from_model_config(config: ModelConfig, device: str) -> Embedder:
     config = resolve_model_config(config, spec)
     backbone = load_backbone(spec, inference_dtype(config.dtype, device), config.bidirectional)
     ref = config.backbone if config.backbone.startswith(BUNDLED_PREFIX) else str(path)  # absolute: saved folders move
-    return Embedder(backbone, load_tokenizer(spec.weights), config, name=config.backbone, backbone_ref=ref)
+    documents = copy.deepcopy(backbone) if config.frozen_documents else None  # the starting model, kept as it is
+    return Embedder(
+        backbone,
+        load_tokenizer(spec.weights),
+        config,
+        name=config.backbone,
+        backbone_ref=ref,
+        document_backbone=documents,
+    )
 
 
 def _is_sentence_transformers_dir(path: Path) -> bool:

@@ -4,7 +4,8 @@ Layout of a folder written by `save_embedder`:
 - `embedforge.json`: format version, the model config section, the base backbone reference, weight kind;
 - `tokenizer/`: the tokenizer;
 - `adapter/` (LoRA adapters, base weights come from `backbone_ref`) or `backbone/` (full HF checkpoint);
-- `pooling.safetensors`: the pooling head's weights when it has any (latent attention).
+- `pooling.safetensors`: the pooling head's weights when it has any (latent attention);
+- `document_backbone/` (`model.frozen_documents`): the starting model's backbone that encodes documents.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from embedforge.models.bundled import resolve_model
 log = logging.getLogger(__name__)
 MANIFEST = "embedforge.json"
 FORMAT_VERSION = 1
+DOCUMENT_BACKBONE = "document_backbone"
 
 
 def is_embedforge_dir(path: Path) -> bool:
@@ -42,6 +44,8 @@ def write_folder(embedder: Embedder, directory: Path, backbone: Any, extra: dict
         backbone.save_pretrained(directory / "adapter")
     else:
         backbone.save_pretrained(directory / "backbone", safe_serialization=True)
+    if embedder.document_backbone is not None:
+        embedder.document_backbone.save_pretrained(directory / DOCUMENT_BACKBONE, safe_serialization=True)
     embedder.tokenizer.save_pretrained(directory / "tokenizer")
     state = {k: v.detach().cpu().contiguous() for k, v in embedder.pooling.state_dict().items()}
     if state:
@@ -86,6 +90,10 @@ def load_saved(directory: Path, trainable: bool = False, device: str = "cpu") ->
     pooling = build_pooling(config, backbone.config.hidden_size)
     if (directory / "pooling.safetensors").is_file():
         pooling.load_state_dict(load_file(str(directory / "pooling.safetensors")))
+    documents = None
+    if config.frozen_documents:
+        documents_spec = read_backbone_spec(directory / DOCUMENT_BACKBONE)
+        documents = load_backbone(documents_spec, inference_dtype(config.dtype, device), config.bidirectional)
     return Embedder(
         backbone,
         load_tokenizer(directory / "tokenizer"),
@@ -93,4 +101,5 @@ def load_saved(directory: Path, trainable: bool = False, device: str = "cpu") ->
         pooling,
         name=manifest.get("name") or directory.name,
         backbone_ref=manifest["backbone_ref"],
+        document_backbone=documents,
     )

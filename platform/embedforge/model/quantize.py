@@ -52,6 +52,7 @@ def quantize_int8(embedder: Embedder, skip: tuple[str, ...] = DEFAULT_SKIP) -> E
         copy.deepcopy(embedder.pooling),
         name=f"{embedder.name} (int8)",
         backbone_ref=embedder.backbone_ref,
+        document_backbone=embedder.document_backbone,  # frozen documents stay the starting model's, in float32
     )
     out.padding_side = embedder.padding_side
     return out

@@ -8,7 +8,8 @@ its own namespace only with `trust_remote_code=True`, local folders included. It
 tokenization and pooling, so encodings match exactly.
 ST passes the prompt apart from the texts (`preprocess(inputs, prompt=...)`), which is the same (prefix, text)
 split embedforge tokenizes, so the instruction is excluded from pooling there too. `encode_query` /
-`encode_document` pass `task="query"|"document"`, which picks the configured maximum length.
+`encode_document` pass `task="query"|"document"`, which picks the configured maximum length, and with
+`model.frozen_documents` whether the starting model encodes the texts.
 """
 
 from __future__ import annotations
@@ -56,18 +57,24 @@ class EmbedforgeModule(InputModule):
             self.embedder.padding_side,
             cfg.pooled_tokens == "all",
         )
+        # documents with their own prefix, not an instruction, go through the frozen starting model
+        # (model.frozen_documents), as `Embedder.encode_documents` without a task
+        bare = (prompt or "") == cfg.instructions.document_prefix
+        frozen = not is_query and bare and self.embedder.frozen_side("document", None)
         return {
             "input_ids": batch.input_ids,
             "attention_mask": batch.attention_mask,
             "pool_mask": batch.pool_mask,
             "position_ids": batch.position_ids,
+            "frozen": torch.tensor(frozen),
         }
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         batch = EncodedBatch(
             features["input_ids"], features["attention_mask"], features["pool_mask"], features["position_ids"], 0
         )
-        features["sentence_embedding"] = self.embedder(batch)
+        frozen = bool(features["frozen"]) if "frozen" in features else False
+        features["sentence_embedding"] = self.embedder(batch, frozen=frozen)
         return features
 
     def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:

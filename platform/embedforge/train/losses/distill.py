@@ -10,9 +10,16 @@ softmax(s / T_student); the loss is KL(teacher || student) averaged over the que
   of the global batch, so each query gets a target over all B * C candidates instead of its own C. The teacher's
   soft labels make in-batch false negatives harmless (a near-duplicate gets its teacher score, not a 0), and the
   student learns the teacher's whole similarity structure, whatever the two models' widths.
+- `collection_distill_loss`: the mined scores again, but the student's distribution is over the whole collection.
+  With the document side frozen (`model.frozen_documents`) every document's vector is fixed, so the student scores
+  each query against all of them: mass the student puts on documents the teachers did not rank is pushed down too,
+  and the softmax is exact, not sampled (a listwise distillation of the teachers' ranking, as LGAI 4.1 distils
+  over candidates).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -72,3 +79,33 @@ def in_batch_distill_loss(
     student = queries @ gathered.reshape(-1, gathered.shape[-1]).T
     teacher = teacher_queries @ teacher_gathered.reshape(-1, teacher_gathered.shape[-1]).T
     return kl_to_teacher(student, teacher, teacher_temperature, student_temperature)
+
+
+def collection_distill_loss(
+    queries: torch.Tensor,
+    collection: torch.Tensor,
+    candidate_rows: torch.Tensor,
+    teacher_scores: torch.Tensor,
+    teacher_temperature: float,
+    student_temperature: float,
+) -> torch.Tensor:
+    """KL(teacher || student) with the teacher's softmax(t / T_t) over each query's scored candidates
+    (`candidate_rows` (B, K) into `collection` (N, d), `teacher_scores` (B, K)) and the student's
+    softmax(s / T_s) over every row of `collection`. A score that is not finite (NaN: unscored; -inf: padding of a
+    shorter candidate list) gets no teacher mass, as every document outside the candidates; a query without any
+    finite score is skipped."""
+    if candidate_rows.shape != teacher_scores.shape:
+        raise ValueError(
+            f"distill: candidate rows {tuple(candidate_rows.shape)} do not match teacher scores "
+            f"{tuple(teacher_scores.shape)}"
+        )
+    scored = torch.isfinite(teacher_scores)
+    has_teacher = scored.any(dim=1)
+    if not bool(has_teacher.any()):
+        return queries.sum() * 0.0
+    logits = torch.where(scored, teacher_scores, torch.full_like(teacher_scores, -math.inf))[has_teacher]
+    target = F.softmax(logits.detach() / teacher_temperature, dim=1)
+    student = F.log_softmax(queries[has_teacher] @ collection.T / student_temperature, dim=1)
+    at_candidates = student.gather(1, candidate_rows[has_teacher])
+    log_target = torch.where(target > 0, torch.log(target.clamp(min=1e-30)), torch.zeros_like(target))
+    return (target * (log_target - at_candidates)).sum(dim=1).mean()
