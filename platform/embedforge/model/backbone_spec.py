@@ -14,11 +14,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformers import AutoConfig
-
 from embedforge.config.model import ModelConfig
-from embedforge.model.bidirectional import SUPPORTED_MODEL_TYPES as DECODER_TYPES
 
+# decoder families whose attention masks `bidirectional.py` has been verified to switch (transformers.masking_utils)
+DECODER_TYPES = frozenset({"llama", "mistral", "qwen2"})
 # encoder families whose attention is bidirectional by construction and whose AutoModel returns token states
 ENCODER_TYPES = frozenset(
     {"bert", "roberta", "xlm-roberta", "mpnet", "distilbert", "electra", "deberta-v2", "camembert", "modernbert"}
@@ -90,7 +89,9 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
         )
     if not (weights / "config.json").is_file():
         raise FileNotFoundError(f"{weights} is not a Hugging Face checkpoint folder (no config.json)")
-    model_type = AutoConfig.from_pretrained(weights).model_type
+    model_type = _read_json(weights / "config.json").get("model_type")
+    if not model_type:
+        raise ValueError(f"{weights}/config.json names no model_type")
     if model_type not in DECODER_TYPES | ENCODER_TYPES:
         raise ValueError(
             f"unsupported backbone architecture {model_type!r} at {weights}: decoders {sorted(DECODER_TYPES)} "

@@ -23,17 +23,18 @@ from __future__ import annotations
 
 from torch import nn
 
-SUPPORTED_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2"})
+from embedforge.model.backbone_spec import DECODER_TYPES
+
 _MARKER = "_embedforge_bidirectional"
 
 
 def check_supported(model_type: str) -> None:
     """Fail with a clear message for architectures whose masking this module has not been verified against."""
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in DECODER_TYPES:
         raise ValueError(
             f"unsupported architecture {model_type!r} for the LLM embedder: supported model types are "
-            f"{sorted(SUPPORTED_MODEL_TYPES)} (their attention masks are built by transformers.masking_utils, which "
-            "honours config.is_causal); add the family to SUPPORTED_MODEL_TYPES only after testing it"
+            f"{sorted(DECODER_TYPES)} (their attention masks are built by transformers.masking_utils, which "
+            "honours config.is_causal); add the family to backbone_spec.DECODER_TYPES only after testing it"
         )
 
 

@@ -21,7 +21,6 @@ from embedforge.embeddings.cache import sentence_transformers_identity
 from embedforge.model.backbone_spec import BackboneSpec, read_backbone_spec
 from embedforge.model.instructions import render_prefix
 from embedforge.model.protocol import Demonstration
-from embedforge.model.unpadded import UnpaddedBert
 
 INSTRUCTIONS_FILE = "embedforge_instructions.json"
 
@@ -29,6 +28,8 @@ INSTRUCTIONS_FILE = "embedforge_instructions.json"
 class SentenceTransformerEncoder:
     def __init__(self, path: Path, name: str | None = None, device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
+
+        from embedforge.model.unpadded import UnpaddedBert
 
         # trust_remote_code only for embedforge's custom-module exports: ST 6 imports outside module classes only so
         own_export = "embedforge." in (path / "modules.json").read_text()
