@@ -66,16 +66,17 @@ def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeCon
     collection's vectors the run's embedding cache holds (a model's vectors are named by its weights and settings,
     so none is another model's)."""
     from embedforge.evaluate.cached import CachedEncoder
+    from embedforge.evaluate.models import load_model
     from embedforge.evaluate.registry import build_task
     from embedforge.evaluate.run import cache_root
     from embedforge.evaluate.scoring import score_task
-    from embedforge.model import load_encoder
 
     task = build_task(corpus, config.evaluate)
     scores = {}
     for name, ref in models.items():
         started = time.time()
-        encoder = CachedEncoder(load_encoder(ref), ref, cache_root(config))
+        # loaded as evaluation loads it (the run's model settings), so it reads the vectors evaluation cached
+        encoder = CachedEncoder(load_model(ref, config.model), ref, cache_root(config))
         scores[name] = 100 * float(score_task(task, encoder, batch_size=64)["main_score"])
         logging.info("%s on %s real queries: nDCG@10 %.2f (%.0fs)", name, corpus, scores[name], time.time() - started)
     return scores
@@ -136,7 +137,7 @@ def main() -> None:
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
     from embedforge.pipeline.runner import run_pipeline
-    from embedforge.pipeline.steps import deploy_decision
+    from embedforge.pipeline.steps import deploy_decision, starting_model
 
     torch.set_num_threads(2)
     machine = machine_info()
@@ -156,7 +157,7 @@ def main() -> None:
         # each stage's own start and finish (a resumed stage counts from its last start)
         stage_s = {stage: stage_seconds(run_dir, stage) for stage in STAGES}
         decision = deploy_decision(config, run_dir)
-        start = config.model.backbone
+        start = starting_model(config)  # the deploy guard's start: a decoder as pretrained, with causal attention
         models = {"start": start, "trained": str(run_dir / "train" / "model")}
         if start != MINILM:
             models["minilm"] = MINILM
