@@ -98,3 +98,15 @@ def test_encoder_refuses_what_it_cannot_run(tiny_bert_dir):
     embedder = load_embedder(tiny_bert_dir)
     with pytest.raises(ValueError, match="padded on the right only"):
         embedder.padding_side = "left"
+
+
+def test_backbone_folder_without_a_known_model_type_fails_naming_it(tmp_path, tiny_bert_dir):
+    from embedforge.model.backbone_spec import read_backbone_spec
+
+    assert read_backbone_spec(tiny_bert_dir).model_type == "bert"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ValueError, match=r"unsupported backbone architecture 'gpt2'.*llama"):
+        read_backbone_spec(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    with pytest.raises(ValueError, match="names no model_type"):
+        read_backbone_spec(tmp_path)
