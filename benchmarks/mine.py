@@ -8,7 +8,10 @@ texts, which embedforge takes through `mine.corpus`). Same teacher (all-MiniLM-L
 (`--forward-batch`: embedforge's `micro_batch_size` inside each teacher actor call of `--rows-per-call` texts, its
 `batch_size`, and sentence-transformers' `batch_size`). embedforge's `mine.search_memory_mb` is set small
 (`--search-memory-mb`, 4 MiB: about 2,700 MiniLM vectors), so the larger corpora are searched block by block from
-disk, as a corpus past the default 1 GiB budget would be.
+disk, as a corpus past the default 1 GiB budget would be. embedforge's teacher computes in bf16 on a CPU that does
+so natively (AMX, AVX512-BF16; `--teacher-dtype`, `mine.teachers[].dtype`), float32 elsewhere;
+sentence-transformers runs in its own default, float32 (`--baseline-dtype`), and the negative overlap measures
+what the precision changes.
 
 Each system runs in its own child process (fresh embedding cache, so nothing is reused), timed from start to exit
 (imports, data loading, model load, Ray start and shutdown included). The parent samples the child's whole
@@ -23,7 +26,8 @@ query texts per second (goal >= 1.0x) and the overlap of the negatives chosen fo
 Writes benchmarks/results/mine.json and mine.png.
 
     .venv/bin/python benchmarks/mine.py [--queries 250] [--scales 1,4,16] [--actors 1] [--actor-cpus 2]
-        [--rows-per-call 64] [--experiment NAME]
+        [--rows-per-call 64] [--teacher-dtype float32|bfloat16] [--baseline-dtype float32|bfloat16]
+        [--experiment NAME]
 """
 
 from __future__ import annotations
@@ -100,6 +104,7 @@ def _config(args: argparse.Namespace, cache: Path):
         "model": TEACHER,
         "batch_size": args.rows_per_call,
         "micro_batch_size": args.forward_batch,
+        "dtype": args.teacher_dtype,
         "concurrency": args.actors,
         "num_cpus": args.actor_cpus,
     }
@@ -162,6 +167,7 @@ def worker_st(args: argparse.Namespace, out: Path) -> None:
     examples, corpus = _base_corpus(args.queries)
     corpus = corpus + _extra_texts(args)  # the same corpus embedforge mines
     model = SentenceTransformer(str(resolve_model(TEACHER)), device="cpu")
+    model.to(getattr(torch, args.baseline_dtype))
     dataset = Dataset.from_dict({"query": [e.query for e in examples], "positive": [e.positive for e in examples]})
     mined = mine_hard_negatives(
         dataset,
@@ -227,6 +233,7 @@ def run_child(system: str, args: argparse.Namespace, workdir: Path, extra: Path 
     cmd += ["--actors", str(args.actors), "--actor-cpus", str(args.actor_cpus)]
     cmd += ["--forward-batch", str(args.forward_batch), "--rows-per-call", str(args.rows_per_call)]
     cmd += ["--search-memory-mb", str(args.search_memory_mb)]
+    cmd += ["--teacher-dtype", args.teacher_dtype, "--baseline-dtype", args.baseline_dtype]
     cmd += ["--extra", str(extra)] if extra else []
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # a private cluster, inside the tree
     started = time.perf_counter()
@@ -330,11 +337,27 @@ def main() -> None:
         "--rows-per-call", type=int, default=64, help="embedforge: texts per teacher actor call (batch_size)"
     )
     parser.add_argument("--search-memory-mb", type=int, default=4, help="embedforge's mine.search_memory_mb")
+    parser.add_argument(
+        "--teacher-dtype",
+        choices=["float32", "bfloat16"],
+        help="embedforge's teacher dtype (mine.teachers[].dtype); default: bfloat16 on a CPU that computes it "
+        "natively (AMX, AVX512-BF16), float32 elsewhere",
+    )
+    parser.add_argument(
+        "--baseline-dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="sentence-transformers' dtype (its own default: float32)",
+    )
     parser.add_argument("--experiment", help="record the run as this named experiment beside the main result")
     parser.add_argument("--worker", choices=["embedforge", "st"])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--extra", type=Path, help="(worker) extra documents, JSONL")
     args = parser.parse_args()
+    if args.teacher_dtype is None:
+        from embedforge.cluster.device import native_bf16_cpu
+
+        args.teacher_dtype = "bfloat16" if native_bf16_cpu() else "float32"
     if args.worker:
         (worker_embedforge if args.worker == "embedforge" else worker_st)(args, args.out)
         return
@@ -365,6 +388,8 @@ def main() -> None:
             "forward_batch": args.forward_batch,
             "rows_per_call": args.rows_per_call,
             "search_memory_mb": args.search_memory_mb,
+            "embedforge_teacher_dtype": args.teacher_dtype,
+            "sentence_transformers_dtype": args.baseline_dtype,
             "memory": "peak summed PSS of the process tree (Ray cluster included); job: less Ray's daemons",
         },
         "scales": measured,

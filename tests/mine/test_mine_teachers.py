@@ -96,11 +96,44 @@ def test_sentence_transformers_teacher_encodes_bare_texts_unpadded_with_the_same
     )
 
 
+def test_bfloat16_teacher_ranks_like_float32_and_caches_apart(minilm_dir):
+    """`dtype: bfloat16` runs the sentence-transformers teacher (unpadded) and a cross-encoder in bf16: vectors
+    within bf16 rounding of float32 ones, the same ranking, and cache names of their own (float32 keeps the name
+    evaluation shares); `auto` on a CPU is float32."""
+    import torch
+
+    texts = [p[1] for p in PAIRS]
+    exact = TeacherConfig(kind="sentence_transformers", model=str(minilm_dir))
+    half = exact.model_copy(update={"dtype": "bfloat16"})
+    fp32, bf16 = SentenceTransformerTeacher(exact), SentenceTransformerTeacher(half)
+    assert bf16.unpadded is not None and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in fp32.model.parameters()} == {torch.float32}
+    a, b = fp32.encode_documents(texts), bf16.encode_documents(texts)
+    assert b.dtype == np.float32 and np.linalg.norm(b, axis=1) == pytest.approx(1, abs=1e-5)
+    assert np.all(np.sum(a * b, axis=1) > 0.99) and not np.allclose(a, b, atol=1e-5)
+    query = [PAIRS[0][0]]
+    assert np.argmax(fp32.encode_queries(query) @ a.T) == np.argmax(bf16.encode_queries(query) @ b.T) == 0
+    assert dense_identity(half, "document", None) != dense_identity(exact, "document", None)
+    explicit = exact.model_copy(update={"dtype": "float32"})
+    assert dense_identity(explicit, "document", None) == dense_identity(exact, "document", None)
+    on_gpu = exact.model_copy(update={"num_gpus": 1.0})
+    assert dense_identity(on_gpu, "document", None) != dense_identity(exact, "document", None)  # half on a GPU
+
+    cross = load_pair_scorer(TeacherConfig(kind="cross_encoder", model=str(minilm_dir), dtype="bfloat16"))
+    assert {p.dtype for p in cross.model.parameters()} == {torch.bfloat16}
+    scores = cross.score(PAIRS)
+    assert scores.dtype == np.float32 and np.isfinite(scores).all()
+
+
 def test_teacher_config_errors_name_the_problem():
     with pytest.raises(ValueError, match="needs a 'model'"):
         TeacherConfig(kind="cross_encoder")
     with pytest.raises(ValueError, match="takes no 'model'"):
         TeacherConfig(kind="bm25", model="x")
+    with pytest.raises(ValueError, match="kind 'bm25' takes no 'dtype'"):
+        TeacherConfig(kind="bm25", dtype="bfloat16")
+    with pytest.raises(ValueError, match=r"model_settings\.dtype"):
+        TeacherConfig(kind="embedforge", model="x", dtype="float16")
     with pytest.raises(ValueError, match="micro_batch_size applies to dense teachers only"):
         TeacherConfig(kind="cross_encoder", model="x", micro_batch_size=4)
     with pytest.raises(ValueError, match=r"\{query\} and \{document\}"):

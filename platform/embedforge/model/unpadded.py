@@ -27,6 +27,11 @@ import torch
 import torch.nn.functional as F
 
 POOLINGS = ("mean", "cls")
+# A model in half precision computes its token-wise layers on a multiple of this many rows. oneDNN, which runs
+# bf16 matmuls on a CPU, builds and caches a kernel for each new matrix shape: one per batch's token count, which
+# grew an all-MiniLM-L6-v2 teacher by ~0.6 GiB over 38,752 texts and spent time building them (git log). Padding
+# the rows to a bucket leaves a few dozen shapes. float32 matmuls take no such cache and get no padding.
+HALF_PRECISION_ROWS = 64
 
 
 class UnpaddedBertModel:
@@ -79,6 +84,10 @@ class UnpaddedBertModel:
         ).squeeze(0)
         # a batch without padding (one text, or texts of one length) is its own layout: no mask, no scatter or gather
         dense = rows.numel() == batch * length
+        tokens = rows.numel()
+        extra = -tokens % HALF_PRECISION_ROWS if hidden.dtype != torch.float32 else 0
+        if extra:  # rows of zeros up to a bucket's size; every token-wise layer computes each row alone
+            hidden = F.pad(hidden, (0, 0, 0, extra))
         key_mask = None if dense else attention_mask.to(device).bool().view(batch, 1, 1, length)
         # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
         # every layer, which overwrites the real tokens' rows only
@@ -87,18 +96,18 @@ class UnpaddedBertModel:
             a = layer.attention.self
             weight, bias = self._stacked_qkv(index, a)
             if padded is None:
-                qkv = F.linear(hidden, weight, bias)
+                qkv = F.linear(hidden, weight, bias)[:tokens]
             else:
-                padded[rows] = F.linear(hidden, weight, bias)
+                padded[rows] = F.linear(hidden, weight, bias)[:tokens]
                 qkv = padded
             query, key, value = qkv.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
             context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=a.scaling)
             context = context.transpose(1, 2).reshape(batch * length, self.hidden)
             if padded is not None:
                 context = context[rows]
-            hidden = layer.attention.output(context, hidden)
+            hidden = layer.attention.output(F.pad(context, (0, 0, 0, extra)) if extra else context, hidden)
             hidden = layer.output(layer.intermediate(hidden), hidden)
-        return hidden, rows
+        return hidden[:tokens], rows
 
     def _stacked_qkv(self, index: int, attention: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Layer `index`'s query/key/value weights and biases stacked, restacked when any of them changed."""
@@ -163,6 +172,7 @@ class UnpaddedBert:
     ) -> np.ndarray:
         """Pooled, L2-normalised embeddings of a padded batch (as the tokenizer returns it), computed unpadded."""
         hidden, rows = self.model.real_token_states(input_ids, attention_mask, token_type_ids)
+        hidden = hidden.float()  # a half-precision model's states are pooled in float32, as sentence-transformers does
         sequence = rows // input_ids.shape[1]
         if self.pooling == "cls":
             firsts = torch.ones_like(sequence, dtype=torch.bool)
@@ -172,4 +182,4 @@ class UnpaddedBert:
             sums = hidden.new_zeros(input_ids.shape[0], hidden.shape[1]).index_add_(0, sequence, hidden)
             mask = attention_mask.to(hidden.device)
             pooled = sums / mask.sum(dim=1, keepdim=True).clamp(min=1).to(hidden.dtype)
-        return F.normalize(pooled.float(), dim=-1).cpu().numpy()
+        return F.normalize(pooled, dim=-1).cpu().numpy()

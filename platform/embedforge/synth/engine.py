@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
+from embedforge.cluster.device import native_bf16_cpu
 from embedforge.config.synth import GeneratorConfig
 from embedforge.models.bundled import resolve_model
 
@@ -71,13 +72,6 @@ def runs_in_process(settings: EngineSettings) -> bool:
     if settings.in_process is not None:
         return settings.in_process
     return settings.tensor_parallel_size == 1 and not torch.cuda.is_available()
-
-
-def native_bf16_cpu() -> bool:
-    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX), the instructions vLLM's CPU kernels use."""
-    import torch
-
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def runs_float32(settings: EngineSettings, on_gpu: bool, native_bf16: bool) -> bool:

@@ -16,8 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
-from embedforge.cluster.device import AUTO, inference_dtype
 from embedforge.config.mine import TeacherConfig
+from embedforge.mine.teachers.precision import teacher_dtype
 from embedforge.models.bundled import resolve_model
 
 
@@ -27,10 +27,12 @@ class PairScorer(Protocol):
 
 class CrossEncoderScorer:
     def __init__(self, teacher: TeacherConfig, device: str = "cpu") -> None:
+        import torch
         from sentence_transformers import CrossEncoder
 
         self.batch_size = teacher.batch_size
         self.model = CrossEncoder(str(resolve_model(teacher.model or "")), device=device, max_length=teacher.max_length)
+        self.model.to(getattr(torch, teacher_dtype(teacher, device)))
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         if not pairs:
@@ -55,7 +57,7 @@ class _CausalLMScorer:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        dtype = getattr(torch, inference_dtype(AUTO, device))  # half precision on a GPU, float32 on a CPU
+        dtype = getattr(torch, teacher_dtype(teacher, device))
         self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
 
 
