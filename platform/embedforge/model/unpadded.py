@@ -29,8 +29,8 @@ import torch.nn.functional as F
 POOLINGS = ("mean", "cls")
 # A model in half precision computes its token-wise layers on a multiple of this many rows. oneDNN, which runs
 # bf16 matmuls on a CPU, builds and caches a kernel for each new matrix shape: one per batch's token count, which
-# grew an all-MiniLM-L6-v2 teacher by ~0.6 GiB over 38,752 texts and spent time building them (git log). Padding
-# the rows to a bucket leaves a few dozen shapes. float32 matmuls take no such cache and get no padding.
+# took an all-MiniLM-L6-v2 teacher from ~0.8 to ~1.6 GiB over 38,752 texts and spent time building them (git log).
+# Padding the rows to a bucket leaves a few dozen shapes. float32 matmuls take no such cache and get no padding.
 HALF_PRECISION_ROWS = 64
 
 

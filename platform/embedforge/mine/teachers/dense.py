@@ -35,8 +35,8 @@ class SentenceTransformerTeacher:
 
         self.name = teacher.model or ""
         self.teacher = teacher
-        self.model = SentenceTransformer(str(resolve_model(self.name)), device=device)
-        self.model.to(getattr(torch, teacher_dtype(teacher, device)))
+        dtype = getattr(torch, teacher_dtype(teacher, device))  # loaded in it, not converted after a float32 load
+        self.model = SentenceTransformer(str(resolve_model(self.name)), device=device, model_kwargs={"dtype": dtype})
         self.model.max_seq_length = min(teacher.max_length, self.model.max_seq_length or teacher.max_length)
         self.unpadded = UnpaddedBert.of(self.model)
 

@@ -31,8 +31,12 @@ class CrossEncoderScorer:
         from sentence_transformers import CrossEncoder
 
         self.batch_size = teacher.batch_size
-        self.model = CrossEncoder(str(resolve_model(teacher.model or "")), device=device, max_length=teacher.max_length)
-        self.model.to(getattr(torch, teacher_dtype(teacher, device)))
+        self.model = CrossEncoder(
+            str(resolve_model(teacher.model or "")),
+            device=device,
+            max_length=teacher.max_length,
+            model_kwargs={"dtype": getattr(torch, teacher_dtype(teacher, device))},
+        )
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         if not pairs:
