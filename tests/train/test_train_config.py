@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,6 +28,18 @@ STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
 def test_train_config_rejects_with_clear_message(train, message):
     with pytest.raises(ValidationError, match=message):
         TrainConfig.model_validate(train)
+
+
+def test_mixed_precision_no_survives_yaml_reading_it_as_false():
+    from embedforge.config import load_config
+
+    tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
+
+    assert TrainConfig.model_validate({"mixed_precision": False}).mixed_precision == "no"
+    config = load_config(tiny, ["train.mixed_precision=no"])
+    assert config.train.mixed_precision == "no"
+    with pytest.raises(ValidationError, match="mixed_precision"):
+        TrainConfig.model_validate({"mixed_precision": True})  # `yes` names no mode
 
 
 def _batch():
