@@ -30,16 +30,17 @@ def test_train_config_rejects_with_clear_message(train, message):
         TrainConfig.model_validate(train)
 
 
-def test_mixed_precision_no_survives_yaml_reading_it_as_false():
+def test_yaml_no_stays_a_string_and_still_sets_a_boolean(tmp_path):
     from embedforge.config import load_config
 
     tiny = Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml"
-
-    assert TrainConfig.model_validate({"mixed_precision": False}).mixed_precision == "no"
-    config = load_config(tiny, ["train.mixed_precision=no"])
-    assert config.train.mixed_precision == "no"
+    config = load_config(tiny, ["train.mixed_precision=no", "train.use_gpu=no", "model.normalize=false"])
+    assert (config.train.mixed_precision, config.train.use_gpu, config.model.normalize) == ("no", False, False)
+    written = tmp_path / "config.yaml"  # the same in a config file
+    written.write_text(tiny.read_text().replace("train:\n", "train:\n  mixed_precision: no\n", 1))
+    assert load_config(written).train.mixed_precision == "no"
     with pytest.raises(ValidationError, match="mixed_precision"):
-        TrainConfig.model_validate({"mixed_precision": True})  # `yes` names no mode
+        TrainConfig.model_validate({"mixed_precision": True})  # a boolean names no mode
 
 
 def _batch():

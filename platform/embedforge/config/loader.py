@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,24 @@ import yaml
 from pydantic import ValidationError
 
 from embedforge.config.root import EmbedforgeConfig
+
+
+class _ConfigYamlLoader(yaml.SafeLoader):
+    """YAML 1.2's booleans: only true and false. YAML 1.1 (PyYAML's default) also reads no, yes, on and off as
+    booleans, which turned a string value such as `mixed_precision: no` into false; a boolean field still takes
+    them, as strings pydantic reads as booleans."""
+
+
+_BOOL = "tag:yaml.org,2002:bool"
+_ConfigYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ConfigYamlLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def _read_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_ConfigYamlLoader)
 
 
 class ConfigError(ValueError):
@@ -45,7 +64,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Embedfo
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = _read_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     for item in overrides or []:
@@ -75,7 +94,7 @@ def _apply_override(data: dict[str, Any], item: str, source: str) -> None:
         else:
             raise ConfigError(f"{source}: override {item!r}: {'.'.join(parts[:depth])!r} is not a mapping or list")
         if last:
-            node[index] = yaml.safe_load(raw)
+            node[index] = _read_yaml(raw)
         else:
             node = node[index]
 

@@ -193,12 +193,6 @@ class TrainConfig(Section):
 
     implicit_values: ClassVar[dict[str, Any]] = {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
 
-    @field_validator("mixed_precision", mode="before")
-    @classmethod
-    def _yaml_no(cls, value: Any) -> Any:
-        """YAML reads a bare `no` (in a config file or `--set train.mixed_precision=no`) as false: it means "no"."""
-        return "no" if value is False else value
-
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         names = [s.name for s in self.stages]
