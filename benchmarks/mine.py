@@ -93,11 +93,10 @@ def write_extra_documents(corpus: list[str], scale: int, path: Path) -> int:
 
 
 def _config(args: argparse.Namespace, cache: Path):
-    import yaml
-
     from embedforge.config import config_from_dict
+    from embedforge.config.loader import read_config_data
 
-    data = yaml.safe_load((REPO / "configs" / "local.yaml").read_text())
+    data = read_config_data(REPO / "configs" / "local.yaml")
     data["data"]["sources"] = [_source(args.queries).model_dump(mode="json", exclude_defaults=True)]
     teacher = {
         "kind": "sentence_transformers",

@@ -58,15 +58,20 @@ def config_from_dict(data: dict[str, Any], source: str = "<config>") -> Embedfor
         raise ConfigError(_format_errors(source, err)) from None
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> EmbedforgeConfig:
-    """Read and validate `path`. `overrides` are `dotted.key=yaml_value` strings applied before validation."""
+def read_config_data(path: str | Path) -> Any:
+    """The raw content of config file `path`, read as every config is read (YAML 1.2 booleans), not validated."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        data = _read_yaml(path.read_text()) or {}
+        return _read_yaml(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> EmbedforgeConfig:
+    """Read and validate `path`. `overrides` are `dotted.key=yaml_value` strings applied before validation."""
+    data = read_config_data(path)
     for item in overrides or []:
         _apply_override(data, item, str(path))
     return config_from_dict(data, str(path))
