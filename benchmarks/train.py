@@ -98,9 +98,9 @@ def plain_loop(config) -> dict:
 
 
 def ray_train(config) -> dict:
+    from embedforge.train.layout import METRICS_CSV
     from embedforge.train.metrics import read_rows
     from embedforge.train.run import make_trainer
-    from embedforge.train.worker import METRICS_CSV
 
     out = Path(tempfile.mkdtemp(prefix="bench-train-"))
     started = time.perf_counter()

@@ -1,12 +1,12 @@
 """End to end: the pipeline with configs/tiny.yaml submitted with `ray job submit` to a local Ray head, its run dir
 in object storage (a local S3 server, moto), then every stage's manifest, the exports and one served embedding
-checked. Then the same pipeline on a cluster of three nodes, each stage pinned to a node by custom resources and
-each node with its own scratch and cache folders: its outputs equal the single-node run's, and the single-node
-run, submitted to that cluster, resumes from the store alone (every stage skips).
+checked. Then a second node joins that head, making a cluster of two, with each stage pinned to a node by custom
+resources and each node with its own scratch and cache folders: the pinned run's outputs equal the single-node
+run's, and the single-node run, submitted again once every node's scratch and cache are emptied, resumes from the
+store alone (every stage skips).
 
-The heads here are this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so
-they can run beside the foundation's cluster test and other engineers' clusters; SIGTERM to a node stops exactly
-it.
+The head is this test's own (`ray start --head --block` on free ports, never the dev head on :8265), so it can run
+beside the foundation's cluster test and other engineers' clusters; SIGTERM to a node stops exactly it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,12 +53,10 @@ pytestmark = pytest.mark.slow
 @dataclass
 class Head:
     dashboard: str
+    gcs: str
     env: dict[str, str]
+    folder: Path
     proc: subprocess.Popen
-
-    def stop(self) -> None:
-        _stop(self.proc)
-        shutil.rmtree(self.env["RAY_NODE_TMP"], ignore_errors=True)
 
 
 def _free_port() -> int:
@@ -165,17 +162,22 @@ def _node_env(s3_server: dict[str, str], folder: Path) -> dict[str, str]:
     return env
 
 
+# where each stage runs on the two-node cluster: the driver and generation on the head, learning on the other node
+GENERATE, LEARN = {"generate_node": 1.0}, {"learn_node": 1.0}
+
+
 @pytest.fixture(scope="module")
 def head(tmp_path_factory, s3_server):
-    """A private one-node Ray cluster with its dashboard on free ports (the three-node cluster starts after it)."""
+    """A private Ray head with its dashboard on free ports; it holds the generation resource, which the single-node
+    run does not ask for, and the learning node joins it later (`two_nodes`)."""
     prepare(bundled_models(load_config(REPO / TINY)))
     ensure_auth_token()  # every head here runs with token auth: a fresh machine has no ~/.ray/auth_token yet
     folder = tmp_path_factory.mktemp("head")
     env = _node_env(s3_server, folder)
-    proc, dashboard, _ = _node_with_retries(env, folder, "ray-start")
-    started = Head(dashboard, env, proc)
-    yield started
-    started.stop()
+    proc, dashboard, gcs = _node_with_retries(env, folder, "ray-start", resources=GENERATE)
+    yield Head(dashboard, gcs, env, folder, proc)
+    _stop(proc)
+    shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -202,15 +204,6 @@ def test_tiny_pipeline_as_a_ray_job(head, single_node_run, s3_server, tmp_path, 
         _check_run(local, record, capsys)
 
 
-@dataclass
-class Cluster:
-    dashboard: str
-    env: dict[str, str]
-    node_folders: dict[str, Path]
-
-
-# where each stage runs on the three-node cluster: the driver on the head, generation on one node, learning on another
-NODE_RESOURCES = {"generate": {"generate_node": 1.0}, "learn": {"learn_node": 1.0}}
 PINNED = [
     "--set", "synth.generator.resources={generate_node: 0.1}",
     "--set", "mine.teachers.0.resources={generate_node: 0.1}",
@@ -220,74 +213,84 @@ PINNED = [
 ]  # fmt: skip
 
 
+def _empty(folder: Path) -> None:
+    """Removes what a node kept (run mirrors, copied inputs, cached embeddings) but the prepared models' link."""
+    for entry in folder.iterdir() if folder.is_dir() else ():
+        if entry.name == "models":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+@dataclass
+class Cluster:
+    dashboard: str
+    env: dict[str, str]
+    node_folders: dict[str, Path]
+
+    def forget_runs(self) -> None:
+        """Empties every node's scratch and cache, as if the run had never been on any of them."""
+        for folder in self.node_folders.values():
+            _empty(folder / "scratch")
+            _empty(folder / "cache")
+
+
 @pytest.fixture(scope="module")
-def three_nodes(tmp_path_factory, s3_server, single_node_run, head):
-    """A head and two nodes started with `ray start`, each with its own environment: scratch, cache, and the
-    custom resource that stages are pinned to. The one-node cluster has served its run by then and is stopped
-    first: the two clusters would share this machine's two cores."""
-    head.stop()
-    prepare(bundled_models(load_config(REPO / TINY)))
-    root = tmp_path_factory.mktemp("three-nodes")
-    folders = {name: root / name for name in ("head", *NODE_RESOURCES)}
-    envs = {name: _node_env(s3_server, folder) for name, folder in folders.items()}
-    procs = []
-    try:
-        proc, dashboard, gcs = _node_with_retries(envs["head"], root, "head")
-        procs.append(proc)
-        with ThreadPoolExecutor(len(NODE_RESOURCES)) as pool:  # the two nodes join the head at once
-            joining = [
-                pool.submit(_node_with_retries, envs[name], root, name, head=gcs, resources=resources)
-                for name, resources in NODE_RESOURCES.items()
-            ]
-        procs += [future.result()[0] for future in joining if future.exception() is None]  # stopped in any case
-        for future in joining:
-            if future.exception() is not None:
-                raise future.exception()
-        yield Cluster(dashboard, envs["head"], folders)
-    finally:
-        _stop(*procs)
-        for env in envs.values():
-            shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
+def two_nodes(tmp_path_factory, s3_server, single_node_run, head):
+    """The head after the single-node run, with Serve shut down and a second node joined (`ray start --address`)
+    with its own environment: scratch, cache, and the custom resource that learning is pinned to. Every node starts
+    the pinned run with empty scratch and cache folders."""
+    serve = [str(Path(sys.executable).with_name("serve")), "shutdown", "--yes", "--address", head.dashboard]
+    subprocess.run(serve, env=head.env, check=True, capture_output=True, timeout=120)
+    folders = {"generate": head.folder, "learn": tmp_path_factory.mktemp("learn")}
+    env = _node_env(s3_server, folders["learn"])
+    proc, _, _ = _node_with_retries(env, folders["learn"], "learn", head=head.gcs, resources=LEARN)
+    cluster = Cluster(head.dashboard, head.env, folders)
+    cluster.forget_runs()
+    yield cluster
+    _stop(proc, head.proc)  # both nodes drain at once
+    shutil.rmtree(env["RAY_NODE_TMP"], ignore_errors=True)
 
 
-def test_pinned_stages_on_three_nodes_equal_one_node_and_resume_from_the_store(
-    three_nodes, single_node_run, make_bucket, s3_server, tmp_path, monkeypatch
+def test_pinned_stages_on_two_nodes_equal_one_node_and_resume_from_the_store(
+    two_nodes, single_node_run, make_bucket, s3_server, tmp_path, monkeypatch
 ):
     for key, value in s3_server.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("EMBEDFORGE_SCRATCH", str(tmp_path / "scratch"))
-    run_dir = f"{make_bucket()}/runs/tiny-three-nodes"
+    run_dir = f"{make_bucket()}/runs/tiny-two-nodes"
     args = ["--set", "serve.port=0", *PINNED]
-    code = submit_pipeline(three_nodes.dashboard, TINY, run_dir, args, env=three_nodes.env)
+    code = submit_pipeline(two_nodes.dashboard, TINY, run_dir, args, env=two_nodes.env)
     assert code == 0, f"pipeline job failed; record: {read_pipeline(run_dir)}"
     assert read_pipeline(run_dir)["status"] == "complete"
 
     with staged(run_dir) as local:
         nodes = {stage: {r["node"] for r in read_usage(local / stage / "usage")} for stage in STAGES}
-        three = _outputs(local)
+        two = _outputs(local)
     with staged(single_node_run) as local:
         one = _outputs(local)
     # each stage on its node: generation and evaluation together, training on another node
     assert all(len(ids) == 1 for ids in nodes.values()), nodes
     assert nodes["synth"] == nodes["mine"] == nodes["evaluate"] != nodes["train"]
     # training's end (export) ran in a task on the training node, in that node's mirror of the run
-    assert list((three_nodes.node_folders["learn"] / "scratch" / "runs").glob("*/train/export/merged/embedforge.json"))
+    assert list((two_nodes.node_folders["learn"] / "scratch" / "runs").glob("*/train/export/merged/embedforge.json"))
     # every node kept its own copies: the trained model reached the evaluating and the serving node via the store
     for name, copy in (("generate", "model"), ("learn", "merged")):
-        copies = list((three_nodes.node_folders[name] / "scratch" / "inputs").glob(f"*/{copy}"))
+        copies = list((two_nodes.node_folders[name] / "scratch" / "inputs").glob(f"*/{copy}"))
         assert copies, f"no copy of the trained model ({copy}) in node {name}'s scratch"
     # the same examples, negatives, training losses and scores as on one node
-    assert three.keys() == one.keys()
+    assert two.keys() == one.keys()
     for name in ("synth", "mine"):
-        assert three[name] == one[name], name
-    np.testing.assert_allclose(three["losses"], one["losses"], rtol=1e-4)
-    assert three["scores"].keys() == one["scores"].keys()
-    np.testing.assert_allclose(list(three["scores"].values()), list(one["scores"].values()), atol=1e-4)
+        assert two[name] == one[name], name
+    np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-4)
+    assert two["scores"].keys() == one["scores"].keys()
+    np.testing.assert_allclose(list(two["scores"].values()), list(one["scores"].values()), atol=1e-4)
 
-    # the single-node run, submitted to this cluster whose nodes never saw it: every stage finds it complete
-    code = submit_pipeline(
-        three_nodes.dashboard, TINY, single_node_run, ["--skip", "deploy", *PINNED], env=three_nodes.env
-    )
+    # the single-node run, submitted again once no node keeps anything of it: every stage finds it complete
+    two_nodes.forget_runs()
+    code = submit_pipeline(two_nodes.dashboard, TINY, single_node_run, ["--skip", "deploy", *PINNED], env=two_nodes.env)
     assert code == 0
     again = read_pipeline(single_node_run)
     for stage in STAGES:

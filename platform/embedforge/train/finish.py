@@ -22,12 +22,11 @@ from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun
 from embedforge.runs.store import staged
 from embedforge.train.checkpoint import load_weights, run_checkpoints
+from embedforge.train.layout import RAY_DIR, STAGE
 from embedforge.train.selection import best_step, score_checkpoints
 from embedforge.train.wise_ft import interpolate_toward_start
-from embedforge.train.worker import RAY_DIR
 
 log = logging.getLogger(__name__)
-STAGE = "train"
 OUTPUTS = ("model", "export")  # what finishing writes into the train folder, and the driver pulls
 
 

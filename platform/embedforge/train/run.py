@@ -17,11 +17,9 @@ from typing import Any
 from embedforge.config import EmbedforgeConfig
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
-from embedforge.train.checkpoint import latest_checkpoint, read_state
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
-from embedforge.train.finish import STAGE, finish_training
+from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, STAGE
 from embedforge.train.metrics import plot_curves, read_rows, training_seconds
-from embedforge.train.worker import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, stage_bounds, train_loop_per_worker
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +67,8 @@ def make_trainer(
     import ray.data
     from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
+
+    from embedforge.train.worker import train_loop_per_worker
 
     train = config.train
     rows = [ex.to_row() for name in sorted(examples) for ex in examples[name]]
@@ -134,6 +134,11 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     if stage.is_complete():
         log.info("train: complete for config %s, skipping", digest)
         return read_manifest(stage.dir) or {}
+    # the training stack (torch, transformers, peft) is imported only for a stage that runs
+    from embedforge.train.checkpoint import latest_checkpoint, read_state
+    from embedforge.train.finish import finish_training
+    from embedforge.train.worker import stage_bounds
+
     data = load_training_examples(config, run_dir)
     examples = data.examples
     # the workers plan the same batches from the same examples: a plan that cannot be filled (too few examples

@@ -45,16 +45,13 @@ from embedforge.train.checkpoint import (
 from embedforge.train.document_table import DocumentTable, frozen_document_texts
 from embedforge.train.gradcache import gradcache_step, plain_step
 from embedforge.train.inputs import Encoder, batch_inputs, batch_targets, collection_targets
+from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR
 from embedforge.train.metrics import Progress, append_row
 from embedforge.train.objective import objective
 from embedforge.train.schedule import make_optimizer, make_scheduler
 from embedforge.train.trainable import build_trainable
 
 log = logging.getLogger(__name__)
-EXAMPLES = "examples"
-METRICS_CSV = "metrics.csv"
-ATTEMPTS = "attempts.jsonl"
-RAY_DIR = "ray"  # Ray Train storage (checkpoints) inside the stage folder
 
 
 def stage_bounds(stages: list[StageConfig]) -> list[tuple[int, int]]:
