@@ -85,13 +85,15 @@ def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeCon
 def teacher_fusion_score(corpus: str, config: EmbedforgeConfig) -> float:
     """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' rankings of the whole corpus
     fused by RRF (`mine.rrf_k`), each teacher's vectors of the corpus read from the run's embedding cache, where
-    mining put them."""
+    mining put them, and its query vectors fed back as mining feeds them (`feedback`)."""
     import numpy as np
 
     from embedforge.config.mine import DENSE_KINDS
     from embedforge.embeddings.cache import EmbeddingCache
     from embedforge.evaluate import metrics
     from embedforge.evaluate.registry import build_task
+    from embedforge.mine.feedback import expand_queries
+    from embedforge.mine.index import build_index
     from embedforge.mine.run import cache_root
     from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
 
@@ -106,7 +108,11 @@ def teacher_fusion_score(corpus: str, config: EmbedforgeConfig) -> float:
             if missing:
                 cache.put(missing, encode_side(load_dense_teacher(teacher), missing, side, None, 64))
             vectors[side] = cache.get(texts)
-        ranks = np.argsort(np.argsort(-(vectors["query"] @ vectors["document"].T), axis=1), axis=1)
+        queries = vectors["query"]
+        if teacher.feedback is not None:
+            index = build_index(vectors["document"], config.mine)
+            queries = expand_queries(queries, index, vectors["document"], teacher.feedback)
+        ranks = np.argsort(np.argsort(-(queries @ vectors["document"].T), axis=1), axis=1)
         fused += 1.0 / (config.mine.rrf_k + ranks + 1)
     ids = [d.doc_id for d in task.corpus]
     top = np.argsort(-fused, axis=1)[:, :10]

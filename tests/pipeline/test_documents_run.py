@@ -64,8 +64,9 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "synth.max_query_chars=150",
             "synth.judge.enabled=false",
             f"mine.corpus={docs}",
-            f"mine.teachers=[{{kind: embedforge, model: {TINY_BERT}}}, "
-            f"{{kind: sentence_transformers, model: {MINILM}}}]",
+            # as the profile's: each teacher's queries fed back with its own top documents
+            f"mine.teachers=[{{kind: embedforge, model: {TINY_BERT}, feedback: {{depth: 3}}}}, "
+            f"{{kind: sentence_transformers, model: {MINILM}, feedback: {{depth: 3}}}}]",
             "mine.selection={margin_type: none, num_negatives: 5, candidate_k: 10, sampling: top}",
             "mine.sources=[synthetic]",
             "train.stages=[{name: domain, datasets: [{source: synthetic}], steps: 3, batch_size: 4, "

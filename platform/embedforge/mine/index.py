@@ -77,12 +77,15 @@ class BlockedExactSearch:
         return heap.D, heap.I
 
 
+SearchIndex = faiss.Index | BlockedExactSearch
+
+
 def read_rows(path: Path, rows: slice) -> np.ndarray:
     """A copy of `rows` of a `.npy` matrix; the file's pages are unmapped again when this returns."""
     return np.array(np.load(path, mmap_mode="r")[rows], dtype=np.float32)
 
 
-def corpus_index(path: Path, config: MineConfig) -> faiss.Index | BlockedExactSearch:
+def corpus_index(path: Path, config: MineConfig) -> SearchIndex:
     """The search structure over the corpus matrix at `path`: block by block when an exact search on the CPU would
     hold more than `config.search_memory_mb` of vectors, else `build_index` (a GPU index holds its vectors in GPU
     memory, not the host's)."""
@@ -108,7 +111,7 @@ def _training_sample(vectors: np.ndarray, size: int) -> np.ndarray:
     return np.ascontiguousarray(vectors[rows], dtype=np.float32)
 
 
-def search(index: faiss.Index | BlockedExactSearch, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def search(index: SearchIndex, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (scores, ids) per query, best first; ids are -1 where the corpus has fewer than k documents."""
     k = min(k, index.ntotal)
     return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)

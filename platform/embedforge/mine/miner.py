@@ -11,12 +11,11 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import faiss
 import numpy as np
 
 from embedforge.config.mine import MineConfig
 from embedforge.mine.fusion import ranking_from_scores, rrf_scores
-from embedforge.mine.index import BlockedExactSearch, search
+from embedforge.mine.index import SearchIndex, search
 from embedforge.mine.pools import MiningPool, QueryKey
 from embedforge.mine.selection import Selection, select_negatives
 from embedforge.mine.teachers.lexical import BM25Teacher
@@ -26,10 +25,10 @@ from embedforge.mine.teachers.pairwise import PairScorer
 @dataclass
 class DenseView:
     """A dense teacher over one pool: corpus vectors (a memory map), their faiss index (or block-by-block exact
-    search), and query vectors."""
+    search), and query vectors (fed back, `mine.feedback`, when the teacher's `feedback` is set)."""
 
     doc_vectors: np.ndarray
-    index: faiss.Index | BlockedExactSearch
+    index: SearchIndex
     query_vectors: Callable[[Sequence[QueryKey]], np.ndarray]
 
 
@@ -56,12 +55,15 @@ class PoolMiner:
         self.dense, self.bm25, self.pair_scorers = list(dense), bm25, list(pair_scorers)
         self.label_position = config.soft_label_position()
 
-    def _retrieve(self, keys: Sequence[QueryKey]) -> tuple[list[dict[int, None]], list[np.ndarray]]:
-        """Candidate ids per query (insertion-ordered union) and each query's BM25 scores over the corpus."""
+    def _retrieve(
+        self, keys: Sequence[QueryKey], queries: list[np.ndarray]
+    ) -> tuple[list[dict[int, None]], list[np.ndarray]]:
+        """Candidate ids per query (insertion-ordered union) and each query's BM25 scores over the corpus;
+        `queries` holds each dense view's query vectors."""
         depth = self.config.selection.candidate_k + 1 + max(len(self.pool.positives[k]) for k in keys)
         unions: list[dict[int, None]] = [dict.fromkeys(self.pool.positives[k]) for k in keys]
-        for view in self.dense:
-            _, ids = search(view.index, view.query_vectors(keys), depth)
+        for view, vectors in zip(self.dense, queries, strict=True):
+            _, ids = search(view.index, vectors, depth)
             for union, row in zip(unions, ids, strict=True):
                 union.update(dict.fromkeys(int(i) for i in row if i >= 0))
         bm25_scores: list[np.ndarray] = []
@@ -74,12 +76,15 @@ class PoolMiner:
         return unions, bm25_scores
 
     def _teacher_scores(
-        self, keys: Sequence[QueryKey], unions: list[list[int]], bm25_scores: list[np.ndarray]
+        self,
+        keys: Sequence[QueryKey],
+        queries: list[np.ndarray],
+        unions: list[list[int]],
+        bm25_scores: list[np.ndarray],
     ) -> list[list[np.ndarray]]:
         """Per query, one score array over its union per teacher (dense, then BM25, then pairwise)."""
         per_query: list[list[np.ndarray]] = [[] for _ in keys]
-        for view in self.dense:
-            q = view.query_vectors(keys)
+        for view, q in zip(self.dense, queries, strict=True):
             for i, ids in enumerate(unions):
                 docs = np.asarray(view.doc_vectors[np.sort(ids)], dtype=np.float32)
                 order = np.argsort(np.argsort(ids))  # rows of the sorted gather back to union order
@@ -105,9 +110,10 @@ class PoolMiner:
         """Negatives for each query of `keys` (each key must be a query of the pool)."""
         if not keys:
             return []
-        unions_d, bm25_scores = self._retrieve(keys)
+        queries = [view.query_vectors(keys) for view in self.dense]
+        unions_d, bm25_scores = self._retrieve(keys, queries)
         unions = [list(u) for u in unions_d]
-        per_query = self._teacher_scores(keys, unions, bm25_scores)
+        per_query = self._teacher_scores(keys, queries, unions, bm25_scores)
         sel_config = self.config.selection
         results = []
         for key, ids, teacher_scores in zip(keys, unions, per_query, strict=True):

@@ -33,6 +33,7 @@ from embedforge.data.schema import TrainingExample
 from embedforge.embeddings.cache import EmbeddingCache
 from embedforge.embeddings.cache import cache_root as embeddings_cache_root
 from embedforge.mine.embed_stage import EmbedRequest, embed_into_cache
+from embedforge.mine.feedback import expand_queries
 from embedforge.mine.index import chunks, corpus_index
 from embedforge.mine.miner import DenseView, PoolMiner, QueryResult
 from embedforge.mine.pools import MiningPool, QueryKey, build_pools, query_key
@@ -136,7 +137,15 @@ def _dense_view(pool: MiningPool, teacher: TeacherConfig, root: str, work: Path,
             out[rows] = cache.get([keys[i][1] for i in rows])
         return out
 
-    return DenseView(doc_vectors=vectors, index=corpus_index(work, config.mine), query_vectors=query_vectors)
+    index = corpus_index(work, config.mine)
+    feedback = teacher.feedback
+    if feedback is None:
+        return DenseView(doc_vectors=vectors, index=index, query_vectors=query_vectors)
+
+    def fed_back(keys: Sequence[QueryKey]) -> np.ndarray:
+        return expand_queries(query_vectors(keys), index, vectors, feedback)
+
+    return DenseView(doc_vectors=vectors, index=index, query_vectors=fed_back)
 
 
 def _mined_example(
