@@ -32,7 +32,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 def test_rocchio_adds_the_weighted_mean_of_the_valid_feedback_and_normalises():
     queries = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
     feedback = np.array([[[0.0, 1.0], [0.0, 1.0]], [[1.0, 0.0], [9.0, 9.0]]], dtype=np.float32)
-    out = rocchio(queries, feedback, counts=np.array([2, 1]), weight=0.5)
+    out = rocchio(queries, feedback, valid=np.array([[True, True], [True, False]]), weight=0.5)
     # query 1 has one valid feedback row: the second (9, 9) is padding and must not count
     assert out == pytest.approx(_unit(np.array([[1.0, 0.5], [0.5, 1.0]])), abs=1e-6)
     assert np.linalg.norm(out, axis=1) == pytest.approx([1.0, 1.0])

@@ -14,12 +14,11 @@ from embedforge.config.mine import FeedbackConfig
 from embedforge.mine.index import SearchIndex, search
 
 
-def rocchio(queries: np.ndarray, feedback: np.ndarray, counts: np.ndarray, weight: float) -> np.ndarray:
-    """Expanded, L2-normalised query vectors. `feedback` (n, depth, dim) holds each query's feedback documents,
-    the first `counts[i]` rows of query i valid (a corpus may hold fewer than `depth` documents)."""
-    valid = np.arange(feedback.shape[1])[None, :] < counts[:, None]
-    summed = np.einsum("nkd,nk->nd", feedback, valid.astype(feedback.dtype))
-    mean = summed / np.maximum(counts, 1)[:, None]
+def rocchio(queries: np.ndarray, feedback: np.ndarray, valid: np.ndarray, weight: float) -> np.ndarray:
+    """Expanded, L2-normalised query vectors. `feedback` (n, depth, dim) holds each query's feedback documents;
+    `valid` (n, depth) marks the rows that are documents (a corpus may hold fewer than `depth`)."""
+    weights = valid.astype(np.float32)
+    mean = np.einsum("nkd,nk->nd", feedback, weights) / np.maximum(weights.sum(axis=1), 1)[:, None]
     expanded = queries + weight * mean
     return (expanded / np.maximum(np.linalg.norm(expanded, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
@@ -30,9 +29,7 @@ def expand_queries(
     """`queries` fed back with their top `config.depth` documents in `index` (row i of `doc_vectors` is id i;
     a memory map is read only at the rows fed back)."""
     _, ids = search(index, queries, config.depth)
-    counts = (ids >= 0).sum(axis=1)
-    rows = np.unique(ids[ids >= 0])
-    gathered = np.asarray(doc_vectors[rows], dtype=np.float32)
-    position = np.searchsorted(rows, np.where(ids >= 0, ids, rows[0] if len(rows) else 0))
-    feedback = gathered[position] if len(rows) else np.zeros((*ids.shape, queries.shape[1]), np.float32)
-    return rocchio(np.asarray(queries, dtype=np.float32), feedback, counts, config.weight)
+    valid = ids >= 0
+    rows = np.where(valid, ids, 0).ravel()
+    feedback = np.asarray(doc_vectors[rows], dtype=np.float32).reshape(*ids.shape, -1)
+    return rocchio(np.asarray(queries, dtype=np.float32), feedback, valid, config.weight)
