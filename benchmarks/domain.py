@@ -2,12 +2,13 @@
 user already has).
 
 For each corpus, the documents profile (configs/documents.yaml) runs on the corpus text alone: synth (few-shot
-queries from SmolLM2-135M), mine (MiniLM + BM25, RRF, whole collection), train, then the run's own evaluation on its
-validation slice and the deploy decision. Then the starting model, all-MiniLM-L6-v2 and the trained model are scored
-on the corpus's real queries and qrels (every judged query, the whole 5,000-passage corpus indexed), which no step
-of the run read. Each corpus starts from an empty run dir and an empty embedding cache, as on a fresh machine
-(`--resume` keeps what an earlier run left), and its pipeline time is the wall time of the whole pipeline call.
-Writes benchmarks/results/domain.json.
+queries from SmolLM2-135M), mine (the starting model and MiniLM rank the whole collection, each with its query fed
+back, fused by RRF), train (the starting model's query side distilled to the fused ranking), then the run's own
+evaluation on its validation slice and the deploy decision. Then the starting model, all-MiniLM-L6-v2 and the
+trained model are scored on the corpus's real queries and qrels (every judged query, the whole 5,000-passage corpus
+indexed), which no step of the run read. Each corpus starts from an empty run dir and an empty embedding cache, as
+on a fresh machine (`--resume` keeps what an earlier run left), and its pipeline time is the wall time of the whole
+pipeline call. Writes benchmarks/results/domain.json.
 
     .venv/bin/python benchmarks/domain.py [--corpus dbpedia_entity_subset ...] [--set KEY=VALUE ...]
 """
