@@ -171,7 +171,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
         SelectionConfig: {"max_positive_rank": None, "keep_untagged_negatives": False},
         LoraConfig: {"top_layers": None},
         ModelConfig: {"frozen_documents": False},
-        DistillConfig: {"scores": "mined", "over": "candidates"},
+        DistillConfig: {"scores": "mined", "over": "candidates", "positive": "as_scored"},
     }
     assert TrainConfig.implicit_values == {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
 
@@ -190,5 +190,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     assert changed["model"]["lora"]["top_layers"] == 2 and changed["mine"]["selection"]["keep_untagged_negatives"]
     assert DistillConfig(scores="teacher").model_dump()["scores"] == "teacher"
     assert DistillConfig(over="collection").model_dump()["over"] == "collection"
+    assert DistillConfig(positive="top").model_dump()["positive"] == "top"
+    assert "positive" not in DistillConfig().model_dump()
     assert ModelConfig(frozen_documents=True).model_dump()["frozen_documents"] is True
     assert "scores" not in DistillConfig().model_dump()

@@ -71,8 +71,8 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "mine.sources=[synthetic]",
             "train.stages=[{name: domain, datasets: [{source: synthetic}], steps: 3, batch_size: 4, "
             "num_negatives: 0, in_batch_negatives: false, learning_rate: 1.0e-3, warmup_steps: 0, "
-            "losses: {infonce: {weight: 0}, distill: {weight: 1, over: collection, teacher_temperature: 0.001, "
-            "student_temperature: 0.05}}}]",
+            "losses: {infonce: {weight: 0}, distill: {weight: 1, over: collection, positive: top, "
+            "teacher_temperature: 0.001, student_temperature: 0.05}}}]",
             "train.checkpoint_every=1",
             "train.select_checkpoint=true",
             f"evaluate.tasks=[{HELDOUT_TASK}]",

@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from embedforge.config.train import LossesConfig, StageConfig, TrainConfig
-from embedforge.train.objective import Targets, objective
+from embedforge.train.objective import Targets, objective, positive_on_top
 
 STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
 
@@ -23,6 +23,10 @@ STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
         ({"stages": [{**STAGE, "losses": {"embedding_distill": {"weight": 1}}}]}, "no teacher is set"),
         ({"stages": [{**STAGE, "curriculum": "fixed:7"}]}, "unknown curriculum"),
         ({"stages": [{**STAGE, "losses": {"infonce": {"weight": 0}}}]}, "every loss weight is 0"),
+        (
+            {"stages": [{**STAGE, "losses": {"distill": {"weight": 1, "scores": "teacher", "positive": "top"}}}]},
+            "raises the positive's mined score",
+        ),
     ],
 )
 def test_train_config_rejects_with_clear_message(train, message):
@@ -60,6 +64,28 @@ def test_objective_sums_weighted_terms():
     assert total.item() == pytest.approx(expected, rel=1e-6)
     assert metrics["loss_infonce"] == pytest.approx(math.log(1 + math.exp(-1)), rel=1e-6)
     assert metrics["accuracy"] == 1.0
+
+
+def test_positive_top_raises_the_positive_to_its_lists_highest_score_and_nothing_else():
+    """`distill.positive: top`: the generated query's own document is never below another candidate in the target."""
+    inf, nan = float("inf"), float("nan")
+    scores = torch.tensor([[0.1, 0.3, 0.2], [0.5, 0.4, -inf], [nan, 0.2, nan], [nan, nan, -inf]])
+    raised = positive_on_top(scores)
+    expected = torch.tensor([[0.3, 0.3, 0.2], [0.5, 0.4, -inf], [0.2, 0.2, nan], [nan, nan, -inf]])
+    assert torch.equal(raised.isnan(), expected.isnan())
+    assert torch.equal(raised.nan_to_num(), expected.nan_to_num())
+    assert scores[0, 0].item() == pytest.approx(0.1)  # the batch's own scores are left as they were
+
+    q, cands, targets = _batch()  # the first query's positive scored 0.9 of 1.0 in total; raised, it ties
+    targets.teacher_scores = torch.tensor([[0.2, 0.8], [0.8, 0.2]])
+    losses = {"infonce": {"weight": 0.0}, "distill": {"weight": 1.0, "teacher_temperature": 1.0}}
+    as_scored = objective(q, cands, targets, LossesConfig.model_validate(losses), in_batch=False)[1]
+    losses["distill"]["positive"] = "top"
+    on_top = objective(q, cands, targets, LossesConfig.model_validate(losses), in_batch=False)[1]
+    targets.teacher_scores = torch.tensor([[0.8, 0.8], [0.8, 0.2]])
+    by_hand = objective(q, cands, targets, LossesConfig.model_validate(losses), in_batch=False)[1]
+    assert on_top["loss_distill"] == pytest.approx(by_hand["loss_distill"], rel=1e-6)
+    assert on_top["loss_distill"] < as_scored["loss_distill"]  # the student already ranks each positive first
 
 
 def test_objective_embedding_distill_needs_and_uses_teacher_embeddings():

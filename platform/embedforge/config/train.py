@@ -41,20 +41,25 @@ class DistillConfig(Section):
     spreads the student's distribution over every document of the collection (`model.frozen_documents`: their
     vectors are fixed). The teacher temperature is in the mined scores' unit: RRF-fused scores of n teachers lie in
     (0, n / (rrf_k + 1)], so with two teachers 0.001 puts about half the mass on the top candidate and nearly all
-    on the top five."""
+    on the top five. `positive: top` raises the positive's mined score to its list's highest: the document a
+    generated query was written from is relevant by construction (GPL's positive), so the target never ranks it
+    below another candidate, where the teachers alone may."""
 
     weight: float = Field(0.0, ge=0)
     scores: Literal["mined", "teacher"] = "mined"
     over: Literal["candidates", "collection"] = "candidates"
+    positive: Literal["as_scored", "top"] = "as_scored"
     teacher_temperature: float = Field(0.05, gt=0)
     student_temperature: float = Field(0.05, gt=0)
 
-    implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined", "over": "candidates"}
+    implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined", "over": "candidates", "positive": "as_scored"}
 
     @model_validator(mode="after")
     def _collection_needs_mined_scores(self) -> DistillConfig:
         if self.over == "collection" and self.scores != "mined":
             raise ValueError("distill.over: collection distils the mined scores; set distill.scores: mined")
+        if self.positive == "top" and self.scores != "mined":
+            raise ValueError("distill.positive: top raises the positive's mined score; set distill.scores: mined")
         return self
 
 

@@ -48,6 +48,16 @@ def _teacher_embeddings(targets: Targets, loss: str) -> tuple[torch.Tensor, torc
     return targets.teacher_queries, targets.teacher_candidates
 
 
+def positive_on_top(scores: torch.Tensor) -> torch.Tensor:
+    """Mined scores (B, K) with each row's positive (column 0) raised to the row's highest finite score
+    (`distill.positive: top`); a row without any finite score is left as it is."""
+    finite = torch.where(torch.isfinite(scores), scores, torch.full_like(scores, -torch.inf))
+    top = finite.max(dim=1).values
+    raised = scores.clone()
+    raised[:, 0] = torch.where(torch.isfinite(top), top, scores[:, 0])
+    return raised
+
+
 def objective(
     queries: torch.Tensor,
     candidates: torch.Tensor,
@@ -70,6 +80,7 @@ def objective(
         metrics["loss_pair_bce"] = bce.item()
     if losses.distill.weight > 0:
         temperatures = (losses.distill.teacher_temperature, losses.distill.student_temperature)
+        on_top = positive_on_top if losses.distill.positive == "top" else lambda scores: scores
         if losses.distill.scores == "teacher":
             teacher_queries, teacher_candidates = _teacher_embeddings(targets, "distill")
             kd = in_batch_distill_loss(queries, candidates, teacher_queries, teacher_candidates, *temperatures)
@@ -77,10 +88,10 @@ def objective(
             if targets.collection is None or targets.collection_rows is None or targets.collection_scores is None:
                 raise ValueError("distill over the collection: the batch carries no collection vectors")
             kd = collection_distill_loss(
-                queries, targets.collection, targets.collection_rows, targets.collection_scores, *temperatures
+                queries, targets.collection, targets.collection_rows, on_top(targets.collection_scores), *temperatures
             )
         else:
-            kd = soft_label_distill_loss(queries, candidates, targets.teacher_scores, *temperatures)
+            kd = soft_label_distill_loss(queries, candidates, on_top(targets.teacher_scores), *temperatures)
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
     if losses.embedding_distill.weight > 0:
