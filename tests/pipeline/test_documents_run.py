@@ -154,6 +154,8 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     decision = deploy["decision"]
     scores = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"][HELDOUT_TASK]
     assert decision["trained_score"] == scores["trained"] and decision["start_score"] == scores["bundled:tiny-bert"]
+    # selection scored the slice as the guard does: the selected checkpoint's score is the guard's trained score
+    assert scores["trained"] == pytest.approx(scores_by_step[selection["selected_step"]], abs=1e-6)
     chosen = "start" if scores["trained"] < scores["bundled:tiny-bert"] else "trained"
     assert decision["deploy"] == chosen
     expected = "bundled:tiny-bert" if chosen == "start" else str(export_dir(run_dir, "merged"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.evaluate.cached import CachedEncoder, RecordingEncoder
@@ -16,8 +17,13 @@ from embedforge.model.embedder import Embedder
 from embedforge.model.protocol import TextEncoder
 from embedforge.train.checkpoint import load_weights
 
+if TYPE_CHECKING:
+    from embedforge.evaluate.tasks import Task
+
 log = logging.getLogger(__name__)
-SELECTION_CORPUS = 2000  # the slice's documents plus a seeded sample of the collection, 2,000 in all: a fast proxy
+# a model that encodes its own documents is scored over the slice's documents plus a seeded sample of the
+# collection, 2,000 in all: a fast proxy
+SELECTION_CORPUS = 2000
 
 
 def best_step(scores: dict[int, float]) -> int:
@@ -35,19 +41,32 @@ def _with_frozen_documents_cached(config: EmbedforgeConfig, embedder: Embedder, 
     return CachedEncoder(embedder, str(checkpoint), cache_root(config.mine.cache_dir))
 
 
+def selection_task(config: EmbedforgeConfig, run_dir: Path) -> Task:
+    """The validation slice as checkpoints are scored on it. With `model.frozen_documents` the documents' vectors
+    are read from mining's cache, so the slice is scored exactly as evaluation scores it for the deploy guard: the
+    checkpoint selected is the one the guard would rank first. Otherwise over the `SELECTION_CORPUS` proxy."""
+    from embedforge.evaluate.registry import HELDOUT_TASK, build_task
+    from embedforge.evaluate.run import limited_task
+
+    task = build_task(HELDOUT_TASK, config.evaluate, run_dir)
+    if config.model.frozen_documents:
+        return limited_task(task, config)
+    return task.limit_corpus(SELECTION_CORPUS, config.evaluate.seed)
+
+
 def score_checkpoints(
     config: EmbedforgeConfig, run_dir: Path, checkpoints: dict[int, Path], threads: int
 ) -> tuple[dict[int, float], RecordingEncoder]:
-    """nDCG@10 of each checkpoint on the validation slice (its queries over a seeded sample of the collection),
-    encoding with `threads` torch threads, and the vectors of the best one (`best_step`), which evaluation of the
-    model it becomes need not encode again (`evaluate.cached`)."""
+    """nDCG@10 of each checkpoint on the validation slice (`selection_task`), encoding with `threads` torch
+    threads, and the vectors of the best one (`best_step`), which evaluation of the model it becomes need not
+    encode again (`evaluate.cached`)."""
     import torch
 
-    from embedforge.evaluate.registry import HELDOUT_TASK, build_task
+    from embedforge.evaluate.registry import HELDOUT_TASK
     from embedforge.evaluate.scoring import score_task
     from embedforge.train.trainable import build_trainable
 
-    task = build_task(HELDOUT_TASK, config.evaluate, run_dir).limit_corpus(SELECTION_CORPUS, config.evaluate.seed)
+    task = selection_task(config, run_dir)
     embedder = build_trainable(config)
     scores: dict[int, float] = {}
     best: RecordingEncoder | None = None
