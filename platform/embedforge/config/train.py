@@ -55,7 +55,7 @@ class DistillConfig(Section):
     implicit_values: ClassVar[dict[str, Any]] = {"scores": "mined", "over": "candidates", "positive": "as_scored"}
 
     @model_validator(mode="after")
-    def _collection_needs_mined_scores(self) -> DistillConfig:
+    def _mined_options_need_mined_scores(self) -> DistillConfig:
         if self.over == "collection" and self.scores != "mined":
             raise ValueError("distill.over: collection distils the mined scores; set distill.scores: mined")
         if self.positive == "top" and self.scores != "mined":

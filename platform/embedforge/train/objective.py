@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from embedforge.config.train import LossesConfig
+from embedforge.config.train import DistillConfig, LossesConfig
 from embedforge.train.losses import (
     collection_distill_loss,
     embedding_distill_loss,
@@ -58,6 +58,11 @@ def positive_on_top(scores: torch.Tensor) -> torch.Tensor:
     return raised
 
 
+def _mined_target(scores: torch.Tensor, distill: DistillConfig) -> torch.Tensor:
+    """The mined scores that distillation matches: as mining stored them, or with the positive on top."""
+    return positive_on_top(scores) if distill.positive == "top" else scores
+
+
 def objective(
     queries: torch.Tensor,
     candidates: torch.Tensor,
@@ -80,7 +85,6 @@ def objective(
         metrics["loss_pair_bce"] = bce.item()
     if losses.distill.weight > 0:
         temperatures = (losses.distill.teacher_temperature, losses.distill.student_temperature)
-        on_top = positive_on_top if losses.distill.positive == "top" else lambda scores: scores
         if losses.distill.scores == "teacher":
             teacher_queries, teacher_candidates = _teacher_embeddings(targets, "distill")
             kd = in_batch_distill_loss(queries, candidates, teacher_queries, teacher_candidates, *temperatures)
@@ -88,10 +92,16 @@ def objective(
             if targets.collection is None or targets.collection_rows is None or targets.collection_scores is None:
                 raise ValueError("distill over the collection: the batch carries no collection vectors")
             kd = collection_distill_loss(
-                queries, targets.collection, targets.collection_rows, on_top(targets.collection_scores), *temperatures
+                queries,
+                targets.collection,
+                targets.collection_rows,
+                _mined_target(targets.collection_scores, losses.distill),
+                *temperatures,
             )
         else:
-            kd = soft_label_distill_loss(queries, candidates, on_top(targets.teacher_scores), *temperatures)
+            kd = soft_label_distill_loss(
+                queries, candidates, _mined_target(targets.teacher_scores, losses.distill), *temperatures
+            )
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
     if losses.embedding_distill.weight > 0:
