@@ -162,9 +162,9 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     from embedforge.config.base import Section
     from embedforge.config.mine import MineConfig, SelectionConfig
     from embedforge.config.model import LoraConfig, ModelConfig
-    from embedforge.config.train import DistillConfig, TrainConfig
+    from embedforge.config.train import DistillConfig, InfoNCEConfig, TrainConfig
 
-    sections = (Section, MineConfig, SelectionConfig, LoraConfig, ModelConfig, DistillConfig)
+    sections = (Section, MineConfig, SelectionConfig, LoraConfig, ModelConfig, DistillConfig, InfoNCEConfig)
     assert {cls: cls.implicit_values for cls in sections} == {
         Section: {},
         MineConfig: {"soft_labels_from": None},
@@ -172,6 +172,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
         LoraConfig: {"top_layers": None},
         ModelConfig: {"frozen_documents": False},
         DistillConfig: {"scores": "mined", "over": "candidates", "positive": "as_scored"},
+        InfoNCEConfig: {"symmetric": False},
     }
     assert TrainConfig.implicit_values == {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
 
@@ -194,3 +195,4 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     assert "positive" not in DistillConfig().model_dump()
     assert ModelConfig(frozen_documents=True).model_dump()["frozen_documents"] is True
     assert "scores" not in DistillConfig().model_dump()
+    assert "symmetric" not in InfoNCEConfig().model_dump() and InfoNCEConfig(symmetric=True).model_dump()["symmetric"]

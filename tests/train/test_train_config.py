@@ -27,6 +27,10 @@ STAGE = {"name": "s", "datasets": [{"source": "a"}], "steps": 4}
             {"stages": [{**STAGE, "losses": {"distill": {"weight": 1, "scores": "teacher", "positive": "top"}}}]},
             "raises the positive's mined score",
         ),
+        (
+            {"stages": [{**STAGE, "in_batch_negatives": False, "losses": {"infonce": {"symmetric": True}}}]},
+            "symmetric scores each positive against the batch's other queries",
+        ),
     ],
 )
 def test_train_config_rejects_with_clear_message(train, message):

@@ -37,6 +37,18 @@ def test_infonce_in_batch_uses_other_examples_candidates():
     assert loss.item() == pytest.approx(expected, abs=1e-6)
 
 
+def test_symmetric_infonce_averages_both_directions_by_hand():
+    q = torch.tensor([E0, E1])
+    cands = torch.tensor([[E0, E1], [E1, E0]])
+    loss, acc = infonce_loss(q, cands, temperature=1.0, in_batch=True, symmetric=True)
+    query_side = -math.log(math.e / (2 * math.e + 2))  # as in the test above
+    positive_side = -math.log(math.e / (math.e + 1))  # each positive against the 2 queries: its own scores 1
+    assert loss.item() == pytest.approx((query_side + positive_side) / 2, abs=1e-6)
+    assert acc.item() == 0.5  # query-side accuracy: each query ties with the copy of its match, argmax takes one
+    with pytest.raises(ValueError, match="in_batch"):
+        infonce_loss(q, cands, temperature=1.0, in_batch=False, symmetric=True)
+
+
 def test_infonce_rejects_bad_shapes():
     with pytest.raises(ValueError, match="candidates"):
         infonce_loss(torch.zeros(2, 4), torch.zeros(3, 2, 4))
@@ -163,6 +175,9 @@ def _worker(rank: int, init_file: str, out: dict) -> None:
     logits, labels = infonce_logits(q, c, temperature=0.05, in_batch=True)
     loss, acc = infonce_loss(q, c, temperature=0.05, in_batch=True)
     loss.backward()
+    sym_q, sym_c = queries[rows].clone().requires_grad_(True), cands[rows].clone().requires_grad_(True)
+    symmetric, _ = infonce_loss(sym_q, sym_c, temperature=0.05, in_batch=True, symmetric=True)
+    symmetric.backward()
     out[rank] = {
         "labels": labels.tolist(),
         "argmax": logits.argmax(dim=1).tolist(),
@@ -170,6 +185,8 @@ def _worker(rank: int, init_file: str, out: dict) -> None:
         "loss": loss.item(),
         "acc": acc.item(),
         "grad": c.grad.clone(),
+        "symmetric": symmetric.item(),
+        "symmetric_grads": (sym_q.grad.clone(), sym_c.grad.clone()),
     }
     dist.destroy_process_group()
 
@@ -200,3 +217,12 @@ def test_infonce_gathered_labels_align_across_two_workers(tmp_path):
     assert sum(results[r]["loss"] for r in range(WORLD)) / WORLD == pytest.approx(full.item(), abs=1e-5)
     dist_grad = torch.cat([results[r]["grad"] for r in range(WORLD)]) / WORLD  # DDP averages over workers
     assert torch.allclose(dist_grad, cands.grad, atol=1e-6)
+    # the symmetric loss gathers the queries too: the same loss and gradients of both sides as one process
+    queries = queries.clone().requires_grad_(True)
+    cands = cands.detach().clone().requires_grad_(True)
+    full, _ = infonce_loss(queries, cands, temperature=0.05, in_batch=True, symmetric=True)
+    full.backward()
+    assert sum(results[r]["symmetric"] for r in range(WORLD)) / WORLD == pytest.approx(full.item(), abs=1e-5)
+    for side, whole in enumerate((queries.grad, cands.grad)):
+        dist_grad = torch.cat([results[r]["symmetric_grads"][side] for r in range(WORLD)]) / WORLD
+        assert torch.allclose(dist_grad, whole, atol=1e-6)

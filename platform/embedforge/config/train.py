@@ -21,6 +21,14 @@ from embedforge.config.base import CustomResources, Section, resources_field
 class InfoNCEConfig(Section):
     weight: float = Field(1.0, ge=0)
     temperature: float = Field(0.02, gt=0)
+    symmetric: bool = Field(
+        False,
+        description="also score each positive against every query of the global batch and average the two "
+        "directions' cross-entropies (CLIP's symmetric loss; GTE's improved contrastive loss adds the same "
+        "direction): needs the stage's in-batch negatives",
+    )
+
+    implicit_values: ClassVar[dict[str, Any]] = {"symmetric": False}
 
 
 class PairBCEConfig(Section):
@@ -128,6 +136,15 @@ class StageConfig(Section):
     num_negatives: int = Field(7, ge=0)
     curriculum: str = "none"
     losses: LossesConfig = Field(default_factory=LossesConfig)
+
+    @model_validator(mode="after")
+    def _symmetric_needs_in_batch(self) -> StageConfig:
+        if self.losses.infonce.symmetric and not self.in_batch_negatives:
+            raise ValueError(
+                f"stage {self.name!r}: infonce.symmetric scores each positive against the batch's other queries; "
+                "set in_batch_negatives: true or symmetric: false"
+            )
+        return self
 
     @field_validator("curriculum")
     @classmethod

@@ -73,7 +73,7 @@ def objective(
     """Total loss and the value of each active term (plus in-batch accuracy) for logging."""
     metrics: dict[str, float] = {}
     total = queries.sum() * 0.0
-    nce, accuracy = infonce_loss(queries, candidates, losses.infonce.temperature, in_batch)
+    nce, accuracy = infonce_loss(queries, candidates, losses.infonce.temperature, in_batch, losses.infonce.symmetric)
     metrics["accuracy"] = accuracy.item()
     if losses.infonce.weight > 0:
         total = total + losses.infonce.weight * nce
