@@ -190,6 +190,19 @@ def test_provenance_labels_tasks_by_what_the_config_trains_on():
     assert task_provenance("stsb", config) == LEFT_OUT
     assert task_provenance("emotion_clustering", config) == LEFT_OUT
     assert task_provenance(HELDOUT_TASK, config) == LEFT_OUT
+    assert task_provenance("dbpedia_entity_subset", config) == LEFT_OUT
+    # a file source inside a shared folder trained on that dataset: its corpus is no longer unseen
+    titles = "{name: t, kind: title_body, path: dbpedia_entity_subset/corpus.jsonl}"
+    with_titles = load_config(
+        Path(__file__).resolve().parents[2] / "configs" / "tiny.yaml",
+        [
+            f"data.sources=[{{name: nli, kind: shared, path: sick_nli, split: train}}, {titles}]",
+            "mine.sources=[nli]",
+            "train.stages=[{name: one, datasets: [{source: nli}, {source: t}], steps: 1, batch_size: 2}]",
+        ],
+    )
+    assert task_provenance("dbpedia_entity_subset", with_titles) == IN_DISTRIBUTION
+    assert task_provenance("trec_dl_msmarco_subset", with_titles) == LEFT_OUT
 
 
 def test_classification_draws_follow_mteb_protocol():

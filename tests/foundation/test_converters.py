@@ -17,6 +17,7 @@ from embedforge.data.converters import (
     nli_to_examples,
     qrels_to_examples,
     similar_pairs_to_examples,
+    title_body_to_examples,
 )
 from embedforge.data.schema import CorpusDocument, LabelledText, NliPair, Qrel, Query, RerankingGroup, ScoredPair
 
@@ -115,3 +116,23 @@ def test_ids_are_deterministic_and_content_based():
     assert a.id != make_example("t", "retrieval", "other", "q", "p").id
     out = deduplicate(Converted(examples=[a, make_example("t", "retrieval", "inst", "q", "p")]))
     assert len(out.examples) == 1 and out.drops == {"duplicate (query, positive)": 1}
+
+
+def test_title_body_title_is_the_query_text_the_positive_untitled_dropped():
+    docs = [
+        CorpusDocument("a", "Ada Lovelace was an English mathematician.", "Ada Lovelace"),
+        CorpusDocument("b", "A text nobody titled.", ""),
+        CorpusDocument("c", "Only a title", "Only a title"),
+        CorpusDocument("d", "Ada Lovelace was an English mathematician.", "Ada Lovelace"),  # a copy
+    ]
+    out = title_body_to_examples(docs, "wiki", "Given a title, retrieve the passage it heads")
+    assert [(e.query, e.positive, e.negatives, e.task_type) for e in out.examples] == [
+        ("Ada Lovelace", "Ada Lovelace was an English mathematician.", [], "retrieval")
+    ]
+    assert out.drops == {"document without a title": 1, "text is only the title": 1, "duplicate (query, positive)": 1}
+    assert json.loads(out.examples[0].provenance) == {
+        "source": "wiki",
+        "converter": "title_body",
+        "paper": "NV-Embed 4.2",
+        "doc_id": "a",
+    }

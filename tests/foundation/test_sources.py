@@ -9,7 +9,7 @@ from embedforge.data.converters import make_example
 from embedforge.data.io import write_jsonl, write_parquet
 from embedforge.data.schema import TrainingExample
 from embedforge.data.shared import SHARED_DATASETS
-from embedforge.data.sources import convert_source, load_source, source_drops
+from embedforge.data.sources import TITLE_BODY_INSTRUCTION, convert_source, load_source, source_drops
 from embedforge.runs.stage import StageRun
 
 FAMILY_TYPES = {
@@ -88,6 +88,24 @@ def test_files_beir_and_run_sources(shared_data, tmp_path):
     stage.write_shard(0, rows, TrainingExample)
     stage.complete()
     assert [e.task_name for e in load_source(source, tmp_path / "run").examples] == ["synthetic"] * 3
+
+
+def test_title_body_source_reads_a_document_collection(shared_data, tmp_path):
+    corpus = DataSource(name="titles", kind="title_body", path="dbpedia_entity_subset/corpus.jsonl", max_examples=30)
+    examples = load_source(corpus).examples
+    assert len(examples) == 30 and {(e.task_name, e.task_type) for e in examples} == {("titles", "retrieval")}
+    assert {e.instruction for e in examples} == {TITLE_BODY_INSTRUCTION}
+    assert all(e.query and e.positive.strip() != e.query for e in examples)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "Tides.txt").write_text("The sea rises and falls twice a day.")
+    (folder / "Moon.txt").write_text("Moon")
+    source = DataSource(name="notes", kind="title_body", path=str(folder), instruction="Find the note")
+    converted = load_source(source)
+    assert [(e.query, e.positive, e.instruction) for e in converted.examples] == [
+        ("Tides", "The sea rises and falls twice a day.", "Find the note")
+    ]
+    assert source_drops(source, converted) == {"source notes: text is only the title": 1}
 
 
 def test_documents_kind_is_refused_with_a_reason():

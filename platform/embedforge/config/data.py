@@ -8,14 +8,15 @@ from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import Section
 
-SourceKind = Literal["shared", "parquet", "jsonl", "beir", "documents", "run"]
+SourceKind = Literal["shared", "parquet", "jsonl", "beir", "title_body", "documents", "run"]
 TaskType = Literal["retrieval", "sts", "classification", "clustering", "pair", "reranking", "nli"]
 
 
 class DataSource(Section):
     """One dataset. `kind: shared` names a folder of ../shared/data (see its MANIFEST.md) in `path`;
     `parquet` / `jsonl` are files or folders already in the training-example schema; `beir` is a BEIR folder;
-    `documents` is a user's own document collection (JSONL, Parquet or a folder of text files);
+    `documents` is a user's own document collection (JSONL, Parquet or a folder of text files) for synthesis;
+    `title_body` is such a collection trained on as (title, text) retrieval pairs (NV-Embed 4.2);
     `run` reads the output of an earlier stage in the run directory (`path` is the stage name).
     `task_type` and `instruction` default to the shared dataset's family and instruction where there is one."""
 

@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from embedforge.data.beir import BeirDataset
-from embedforge.data.schema import LabelledText, NliPair, RerankingGroup, ScoredPair, TrainingExample
+from embedforge.data.schema import (
+    CorpusDocument,
+    LabelledText,
+    NliPair,
+    RerankingGroup,
+    ScoredPair,
+    TrainingExample,
+)
 
 STS_POSITIVE_THRESHOLD = 4.0  # NV-Embed 4.2: STS pairs scored >= 4 (of 5) are positives
 
@@ -187,6 +194,26 @@ def groups_to_examples(
         prov = {**provenance, "query_id": g.query_id}
         for positive in positives:
             out.examples.append(make_example(task_name, task_type, instruction, query, positive, negatives, prov))
+    return deduplicate(out)
+
+
+def title_body_to_examples(
+    documents: Iterable[CorpusDocument], task_name: str, instruction: str, task_type: str = "retrieval"
+) -> Converted:
+    """NV-Embed 4.2's (title, body) pairs (StackExchange, Reddit): a titled document's title is the query, its text
+    the positive (negatives are mined later). Untitled documents, and those whose text is only the title, are
+    dropped."""
+    out = Converted()
+    provenance = {"source": task_name, "converter": "title_body", "paper": "NV-Embed 4.2"}
+    for doc in documents:
+        title, text = _clean(doc.title), _clean(doc.text)
+        if not title:
+            out.drop("document without a title")
+        elif text == title:
+            out.drop("text is only the title")
+        else:
+            prov = {**provenance, "doc_id": doc.doc_id}
+            out.examples.append(make_example(task_name, task_type, instruction, title, text, provenance=prov))
     return deduplicate(out)
 
 

@@ -2,8 +2,9 @@
 
 `kind` decides how: `shared` reads a shared dataset and applies the converter its family needs (recipe section 4);
 `parquet` / `jsonl` read files already in the training-example schema; `beir` turns a BEIR folder's qrels into
-graded retrieval examples; `run` reads an earlier stage's output in the run directory; `documents` is a corpus
-for corpus-grounded synthesis, not training data, and is refused here.
+graded retrieval examples; `title_body` turns a titled document collection into (title, text) retrieval pairs;
+`run` reads an earlier stage's output in the run directory; `documents` is a corpus for corpus-grounded
+synthesis, not training data, and is refused here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from embedforge.data.converters import (
     nli_to_examples,
     qrels_to_examples,
     similar_pairs_to_examples,
+    title_body_to_examples,
 )
+from embedforge.data.documents import iter_documents
 from embedforge.data.io import read_jsonl, read_parquet
 from embedforge.data.schema import TrainingExample
 from embedforge.data.shared import SharedDataset, get_shared
@@ -44,6 +47,7 @@ FAMILY_TASK_TYPES = {
     "retrieval": "retrieval",
 }
 BEIR_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
+TITLE_BODY_INSTRUCTION = "Given a title, retrieve the passage it heads"
 DEFAULT_NEGATIVES = DataSource.model_fields["negatives_per_example"].default
 
 
@@ -121,6 +125,10 @@ def convert_source(source: DataSource, run_dir: Path | None = None, seed: int = 
         beir = read_beir(resolve_data_path(source.path), source.split or "test")
         instruction = BEIR_INSTRUCTION if source.instruction is None else source.instruction
         converted = qrels_to_examples(beir, source.name, instruction, task_type=source.task_type or "retrieval")
+    elif kind == "title_body":
+        instruction = TITLE_BODY_INSTRUCTION if source.instruction is None else source.instruction
+        documents = iter_documents(resolve_data_path(source.path))
+        converted = title_body_to_examples(documents, source.name, instruction, source.task_type or "retrieval")
     elif kind == "parquet":
         converted = _relabel(source, read_parquet(resolve_data_path(source.path), TrainingExample))
     elif kind == "jsonl":

@@ -30,7 +30,7 @@ from embedforge.evaluate.tasks import (
     Task,
     split_train_test,
 )
-from embedforge.paths import resolve_data_path
+from embedforge.paths import data_dir, resolve_data_path
 
 HELDOUT_TASK = "synthetic_heldout"
 HELDOUT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
@@ -90,6 +90,11 @@ def task_provenance(name: str, config: EmbedforgeConfig) -> str:
         return LEFT_OUT
     trained_folders = {get_shared(s.path).folder for s in config.data.sources if s.kind == "shared"}
     trained_paths = {str(resolve_data_path(s.path)) for s in config.data.sources if s.kind not in ("shared", "run")}
+    # a file source inside a shared folder (e.g. a title_body source on a BEIR corpus) trained on that dataset too
+    shared_root = data_dir().resolve()
+    trained_folders |= {
+        Path(p).relative_to(shared_root).parts[0] for p in trained_paths if Path(p).is_relative_to(shared_root)
+    }
     if name in SHARED_TASKS:
         return IN_DISTRIBUTION if get_shared(SHARED_TASKS[name].dataset).folder in trained_folders else LEFT_OUT
     custom = {t.name: t for t in config.evaluate.custom_tasks}
