@@ -84,11 +84,11 @@ def test_decontaminating_drops_exactly_the_units_trained_on(shared_data, tmp_pat
     dropped before scoring, the rest of the task is kept, and no task of the shipped profiles scores training data."""
     for profile in ("local.yaml", "tiny.yaml"):
         config = load_config(REPO / "configs" / profile)
-        shared = {s.name for s in config.data.sources if s.kind == "shared"}
-        config.data.sources = [s for s in config.data.sources if s.name in shared]
-        config.mine.sources = [s for s in config.mine.sources if s in shared]
+        files = {s.name for s in config.data.sources if s.kind != "run"}  # no run dir here: no synthetic data
+        config.data.sources = [s for s in config.data.sources if s.name in files]
+        config.mine.sources = [s for s in config.mine.sources if s in files]
         for stage in config.train.stages:
-            stage.datasets = [d for d in stage.datasets if d.source in shared]
+            stage.datasets = [d for d in stage.datasets if d.source in files]
         seen = run_training_texts(config, tmp_path)
         for name in config.evaluate.tasks:
             task = build_task(name, config.evaluate)
