@@ -76,9 +76,14 @@ def test_any_authorization_header_is_accepted_or_a_401(authorization):
     assert authorization is not None and authorization.split()[-1] == "k"
 
 
+# what a client can send: HTTP field values carry no leading or trailing whitespace (RFC 9110 5.5), so httpx refuses
+# a value such as " " before it reaches the endpoint
+sendable = content_types.filter(lambda v: v.isascii() and v.isprintable() and v == v.strip())
+
+
 @pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-@given(raw=_bodies(), content_type=content_types.filter(lambda v: v.isascii() and v.isprintable()))
+@given(raw=_bodies(), content_type=sendable)
 def test_the_live_endpoint_answers_every_body_with_a_2xx_or_a_4xx(served, raw, content_type):
     headers = {"Authorization": f"Bearer {served.key}", "Content-Type": content_type}
     resp = httpx.post(served.url + "/v1/embeddings", content=raw, headers=headers, timeout=60)
