@@ -16,11 +16,14 @@ import logging
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
-import faiss
 import numpy as np
 
 from embedforge.config.mine import MineConfig
+
+if TYPE_CHECKING:
+    import faiss
 
 log = logging.getLogger(__name__)
 ADD_CHUNK = 65536
@@ -28,6 +31,8 @@ IVF_POINTS_PER_CENTROID = 39  # faiss warns below this many training points per 
 
 
 def gpu_count() -> int:
+    import faiss  # imported where it is used: a mining driver needs none of its ~14 MiB while teachers encode
+
     return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
 
 
@@ -38,6 +43,8 @@ def on_gpu(config: MineConfig) -> bool:
 
 def build_index(vectors: np.ndarray, config: MineConfig) -> faiss.Index:
     """An inner-product index holding `vectors` (row i gets id i); `vectors` may be a memory map."""
+    import faiss
+
     n, dim = vectors.shape
     if n == 0:
         raise ValueError("cannot build an index over an empty corpus")
@@ -68,6 +75,8 @@ class BlockedExactSearch:
         self.path, self.ntotal, self.block_rows = path, len(np.load(path, mmap_mode="r")), max(1, block_rows)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
         heap = faiss.ResultHeap(len(queries), k, keep_max=True)
         for part in chunks(self.ntotal, self.block_rows):
             block = read_rows(self.path, part)
@@ -77,7 +86,7 @@ class BlockedExactSearch:
         return heap.D, heap.I
 
 
-SearchIndex = faiss.Index | BlockedExactSearch
+SearchIndex: TypeAlias = "faiss.Index | BlockedExactSearch"
 
 
 def read_rows(path: Path, rows: slice) -> np.ndarray:

@@ -19,7 +19,7 @@ the padded last layer the model would, and embedforge's own pooling follows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,12 +136,15 @@ class UnpaddedBertModel:
 
 
 class UnpaddedBert:
-    """Encodes texts with a sentence-transformers [Transformer(BertModel), Pooling(mean|cls), Normalize?] model."""
+    """Encodes texts with a sentence-transformers [Transformer(BertModel), Pooling(mean|cls), Normalize?] model:
+    `bert` (a BertModel, or `plain_bert.PlainBert`), `tokenize` (texts to the padded batch the Transformer module
+    gives the model) and the pooling."""
 
-    def __init__(self, st_model: Any) -> None:
-        self.st_model = st_model
-        self.model = UnpaddedBertModel(st_model[0].auto_model)
-        self.pooling = st_model[1].pooling_mode
+    def __init__(self, bert: Any, tokenize: Callable[[list[str]], dict[str, torch.Tensor]], pooling: str) -> None:
+        self.bert = bert
+        self.model = UnpaddedBertModel(bert)
+        self.tokenize = tokenize
+        self.pooling = pooling
 
     @classmethod
     def of(cls, st_model: Any) -> UnpaddedBert | None:
@@ -153,7 +156,7 @@ class UnpaddedBert:
             return None
         if not UnpaddedBertModel.supports(getattr(st_model[0], "auto_model", None)):
             return None
-        return cls(st_model)
+        return cls(st_model[0].auto_model, st_model.preprocess, st_model[1].pooling_mode)
 
     def encode(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
         """L2-normalised embeddings, in the texts' order; batches of `batch_size` texts of similar length."""
@@ -162,7 +165,7 @@ class UnpaddedBert:
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                features = self.st_model.preprocess([texts[i] for i in chunk])
+                features = self.tokenize([texts[i] for i in chunk])
                 ids, mask = features["input_ids"], features["attention_mask"]
                 out[chunk] = self.embed(ids, mask, features.get("token_type_ids"))
         return out
