@@ -137,3 +137,9 @@ print(sorted(m for m in ("transformers", "sentence_transformers", "sklearn", "sy
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_folder_without_sentence_transformers_modules_is_not_loaded(tiny_model_dir):
+    import torch
+
+    assert load_plain_bert(tiny_model_dir, torch.float32, "cpu", 256) is None  # a bare (Llama) checkpoint

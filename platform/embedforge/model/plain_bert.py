@@ -215,7 +215,8 @@ def load_plain_bert(path: Path, dtype: torch.dtype, device: str, max_length: int
     safetensors weights, a tokenizer.json and no default prompt."""
     from embedforge.model.backbone_spec import read_backbone_spec
 
-    modules = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in _read_json(path / "modules.json") or []]
+    listed = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
+    modules = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in listed]
     if modules not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
         return None
     if _read_json(path / "config_sentence_transformers.json").get("default_prompt_name"):
