@@ -23,10 +23,9 @@ before and after any job), and which processes held the memory at the peak. Samp
 its period, so the child process's own peak as the kernel counts it is recorded too: its resident memory's
 high-water mark (`VmHWM`) less the pages it shares with other processes (RSS - PSS at its largest sampled RSS).
 sentence-transformers runs in that one process, so for it this is its exact peak; embedforge's child is only its
-driver. Ratios, at the
-largest corpus: peak memory (goal <= 1.5x), peak memory growth from 1x to the largest corpus (goal <= 2x),
-throughput in corpus + query texts per second (goal >= 1.0x) and the overlap of the negatives chosen for each
-(query, positive) (goal >= 95 %).
+driver. Ratios, at the largest corpus: peak memory (goal <= 1.5x), peak memory growth from 1x to the largest corpus
+(goal <= 2x), throughput in corpus + query texts per second (goal >= 1.0x) and the overlap of the negatives chosen
+for each (query, positive) (goal >= 95 %).
 Writes benchmarks/results/mine.json and mine.png.
 
     .venv/bin/python benchmarks/mine.py [--queries 250] [--scales 1,4,16] [--actors 1] [--actor-cpus 2]

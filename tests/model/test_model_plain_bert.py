@@ -44,7 +44,8 @@ def test_tokens_are_sentence_transformers_own(minilm_dir, max_length):
     ours = plain.tokenize(TEXTS)
     for key in ("input_ids", "attention_mask", "token_type_ids"):
         assert torch.equal(ours[key], reference[key]), key
-    assert ours["input_ids"].shape[1] == (max_length if max_length == 12 else reference["input_ids"].shape[1])
+    if max_length == 12:  # the longer texts were cut, special tokens included
+        assert ours["input_ids"].shape[1] == 12
 
 
 def test_vectors_are_sentence_transformers_own_in_float32_and_bf16(minilm_dir):

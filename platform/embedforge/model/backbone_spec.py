@@ -80,16 +80,16 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
             raise ValueError(f"{path}: sentence-transformers folder without a Transformer module")
         weights = path / transformer.get("path", "")
         pooling, pools_prompt = _st_pooling(path, modules)
-        prompts = _read_json(path / "config_sentence_transformers.json").get("prompts") or {}
+        prompts = read_json_object(path / "config_sentence_transformers.json").get("prompts") or {}
         # sentence-transformers < 6 writes max_seq_length beside the Transformer; 6 keeps it as the tokenizer's
         # model_max_length (transformers' "no limit" sentinel is a huge number, not a length)
-        tokenizer_limit = _read_json(weights / "tokenizer_config.json").get("model_max_length")
-        max_seq_length = _read_json(weights / "sentence_bert_config.json").get("max_seq_length") or (
+        tokenizer_limit = read_json_object(weights / "tokenizer_config.json").get("model_max_length")
+        max_seq_length = read_json_object(weights / "sentence_bert_config.json").get("max_seq_length") or (
             tokenizer_limit if isinstance(tokenizer_limit, int) and tokenizer_limit < 1_000_000 else None
         )
     if not (weights / "config.json").is_file():
         raise FileNotFoundError(f"{weights} is not a Hugging Face checkpoint folder (no config.json)")
-    model_type = _read_json(weights / "config.json").get("model_type")
+    model_type = read_json_object(weights / "config.json").get("model_type")
     if not model_type:
         raise ValueError(f"{weights}/config.json names no model_type")
     if model_type not in DECODER_TYPES | ENCODER_TYPES:
@@ -102,7 +102,8 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
     )
 
 
-def _read_json(path: Path) -> dict:
+def read_json_object(path: Path) -> dict:
+    """A folder's JSON settings file as a dict; {} when the folder has none."""
     return json.loads(path.read_text()) if path.is_file() else {}
 
 

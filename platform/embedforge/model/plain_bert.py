@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from embedforge.model.unpadded import POOLINGS, UnpaddedBert
+from embedforge.model.unpadded import POOLINGS, UnpaddedBert, reproducible_bert
 
 SAFETENSORS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
@@ -44,17 +44,9 @@ class PlainBertConfig:
 
     @classmethod
     def supported(cls, config: dict[str, Any]) -> PlainBertConfig | None:
-        """The config when it is a plain BERT encoder (exact GELU, absolute positions, no chunked feed-forward,
-        no decoder or cross-attention), else None."""
-        plain = (
-            config.get("model_type") == "bert"
-            and config.get("hidden_act", "gelu") == "gelu"
-            and config.get("position_embedding_type", "absolute") == "absolute"
-            and not config.get("chunk_size_feed_forward")
-            and not config.get("is_decoder")
-            and not config.get("add_cross_attention")
-        )
-        if not plain:
+        """The config when it is a BERT encoder `UnpaddedBertModel` reproduces (`reproducible_bert`) with the exact
+        GELU these modules compute, else None."""
+        if not reproducible_bert(config) or config.get("hidden_act", "gelu") != "gelu":
             return None
         return cls(
             vocab_size=config["vocab_size"],
@@ -166,10 +158,6 @@ class PlainBert(nn.Module):
         return self.embeddings.word_embeddings.weight.device
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def _load_weights(model: PlainBert, path: Path, dtype: torch.dtype, device: str) -> None:
     """The safetensors weights, each converted to `dtype` as it is read (never a float32 copy of the whole model),
     assigned to the modules; names with a `bert.` prefix (a BertFor... checkpoint) are accepted."""
@@ -213,19 +201,19 @@ def load_plain_bert(path: Path, dtype: torch.dtype, device: str, max_length: int
     """The folder as an `UnpaddedBert` encoder, cut at `max_length` tokens or the folder's own limit when lower;
     None when it is not a [Transformer(BERT), Pooling(mean|cls), Normalize?] sentence-transformers folder with
     safetensors weights, a tokenizer.json and no default prompt."""
-    from embedforge.model.backbone_spec import read_backbone_spec
+    from embedforge.model.backbone_spec import read_backbone_spec, read_json_object
 
     listed = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
     modules = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in listed]
     if modules not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
         return None
-    if _read_json(path / "config_sentence_transformers.json").get("default_prompt_name"):
+    if read_json_object(path / "config_sentence_transformers.json").get("default_prompt_name"):
         return None
     try:
         spec = read_backbone_spec(path)
     except (ValueError, FileNotFoundError):
         return None
-    config = PlainBertConfig.supported(_read_json(spec.weights / "config.json"))
+    config = PlainBertConfig.supported(read_json_object(spec.weights / "config.json"))
     files = spec.weights / SAFETENSORS, spec.weights / TOKENIZER
     if config is None or spec.pooling not in POOLINGS or not all(f.is_file() for f in files):
         return None
@@ -233,5 +221,5 @@ def load_plain_bert(path: Path, dtype: torch.dtype, device: str, max_length: int
     _load_weights(model, files[0], dtype, device)
     model.eval()
     limit = min(max_length, spec.max_seq_length or max_length, config.max_position_embeddings)
-    lowercase = bool(_read_json(spec.weights / "sentence_bert_config.json").get("do_lower_case"))
+    lowercase = bool(read_json_object(spec.weights / "sentence_bert_config.json").get("do_lower_case"))
     return UnpaddedBert(model, _tokenize_with(files[1], limit, lowercase), spec.pooling)

@@ -34,6 +34,18 @@ POOLINGS = ("mean", "cls")
 HALF_PRECISION_ROWS = 64
 
 
+def reproducible_bert(config: dict[str, Any]) -> bool:
+    """Whether a config.json (as a dict) is a BERT encoder whose layers `UnpaddedBertModel` runs as the model does:
+    absolute positions, no chunked feed-forward, no decoder or cross-attention."""
+    return (
+        config.get("model_type") == "bert"
+        and config.get("position_embedding_type", "absolute") == "absolute"
+        and not config.get("chunk_size_feed_forward")
+        and not config.get("is_decoder")
+        and not config.get("add_cross_attention")
+    )
+
+
 class UnpaddedBertModel:
     """A Hugging Face BertModel's forward pass on the real tokens of a padded batch (inference only).
 
@@ -54,9 +66,7 @@ class UnpaddedBertModel:
     def supports(bert: Any) -> bool:
         """Whether `bert` is a model whose forward pass this reproduces exactly."""
         config = getattr(bert, "config", None)
-        if config is None or config.model_type != "bert" or config.is_decoder or config.add_cross_attention:
-            return False
-        if getattr(config, "position_embedding_type", "absolute") != "absolute" or config.chunk_size_feed_forward:
+        if config is None or not reproducible_bert(config.to_dict()):
             return False
         from transformers import PreTrainedModel
 
