@@ -8,7 +8,7 @@ evaluation on its validation slice and the deploy decision. Then the starting mo
 trained model are scored on the corpus's real queries and qrels (every judged query, the whole 5,000-passage corpus
 indexed), which no step of the run read. Each corpus starts from an empty run dir and an empty embedding cache, as
 on a fresh machine (`--resume` keeps what an earlier run left), and its pipeline time is the wall time of the whole
-pipeline call. Writes benchmarks/results/domain.json.
+pipeline call. Writes benchmarks/results/domain.json and domain.png.
 
     .venv/bin/python benchmarks/domain.py [--corpus dbpedia_entity_subset ...] [--set KEY=VALUE ...]
 """
@@ -139,7 +139,8 @@ def main() -> None:
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import torch
-    from common import machine_info, previous_result, record_experiment, write_result
+    from common import RESULTS, machine_info, previous_result, record_experiment, write_result
+    from quality_plots import plot_domain
 
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
@@ -211,6 +212,7 @@ def main() -> None:
             "goals": goals,
         },
     )
+    plot_domain(json.loads(path.read_text()), RESULTS / "domain.png")
     print(path.read_text())
 
 

@@ -5,7 +5,7 @@ Runs the generalist profile (configs/local.yaml: SmolLM2-135M, synth + mine + tw
 the untrained backbone, the trained model and all-MiniLM-L6-v2 on every shared dataset the run left out of training
 (at least one per family where the shared data has one), next to the in-distribution tasks (other splits of its
 training sets), each labelled. `--scale 2 4` also trains with every stage's steps multiplied, on the same synthetic
-and mined data, so the curve of budget against gain shows. Writes benchmarks/results/generalize.json.
+and mined data, so the curve of budget against gain shows. Writes benchmarks/results/generalize.json and generalize.png.
 
     .venv/bin/python benchmarks/generalize.py [--scale 1 2 4] [--set KEY=VALUE ...]
     .venv/bin/python benchmarks/generalize.py --scale 4 --data-from runs/generalize/x1   # x1 kept, not rerun
@@ -198,7 +198,8 @@ def main() -> None:
 
     configure_logging(fmt="%(asctime)s %(name)s %(message)s")
     import torch
-    from common import machine_info, previous_result, record_experiment, write_result
+    from common import RESULTS, machine_info, previous_result, record_experiment, write_result
+    from quality_plots import plot_generalize
 
     from embedforge.cluster.local import start_private_cluster
     from embedforge.config import load_config
@@ -284,6 +285,7 @@ def main() -> None:
             "goals": GOALS,
         },
     )
+    plot_generalize(json.loads(path.read_text()), RESULTS / "generalize.png")
     print(path.read_text())
 
 
