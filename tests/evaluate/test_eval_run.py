@@ -138,3 +138,32 @@ def test_a_users_mistake_on_the_cli_prints_one_error_line_and_exits_2(tmp_path):
     assert "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: nothing to evaluate: no trained model at run_dir/train/model and no evaluate.baselines"]
+
+
+@pytest.mark.slow
+def test_models_are_also_scored_cut_to_each_size_from_the_vectors_of_the_full_one(
+    ray_cluster, tiny_model_dir, shared_data, tiny_config, tmp_path
+):
+    """`evaluate.dimensions`: MODEL@SIZE scores the model's first SIZE coordinates, renormalised, as serving cuts a
+    request's `dimensions`; the cut sizes read the full size's cached vectors instead of encoding again."""
+    run_dir = tmp_path / "run"
+    _save_trained_model(run_dir)
+    evaluate = tiny_config.evaluate.model_copy(
+        update={"tasks": ["stsb", "mrpc"], "dimensions": [8, 32], "cache_dir": str(tmp_path / "cache")}
+    )
+    config = tiny_config.model_copy(update={"evaluate": evaluate})
+    manifest = run_evaluate(config, run_dir)
+    assert manifest["counts"] == {"models": 3, "tasks": 2}
+    report = json.loads((run_dir / "evaluate" / "report.json").read_text())
+    for task, info in report["tasks"].items():
+        assert set(info["scores"]) == {TRAINED, f"{TRAINED}@8", f"{TRAINED}@32"}, task
+    assert any(info["scores"][f"{TRAINED}@8"] != info["scores"][TRAINED] for info in report["tasks"].values())
+    for task in report["tasks"]:
+        assert report["details"][TRAINED][task]["texts"]["encoded"] > 0
+        for cut in (f"{TRAINED}@8", f"{TRAINED}@32"):
+            texts = report["details"][cut][task]["texts"]
+            assert texts["encoded"] == 0 and texts["from_cache"] > 0, (cut, task)
+
+    too_wide = config.model_copy(update={"evaluate": evaluate.model_copy(update={"dimensions": [64]})})
+    with pytest.raises(ValueError, match="64 dimensions is not a size its 64-dimensional vectors can be cut to"):
+        run_evaluate(too_wide, run_dir)

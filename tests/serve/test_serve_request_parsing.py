@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from embedforge.config.serve import LimitsConfig
+from embedforge.embeddings.matryoshka import truncate_dimensions
 from embedforge.serve.request import parse_request
-from embedforge.serve.service import truncate_dimensions
 
 
 def parse(payload, **limits):

@@ -41,6 +41,7 @@ def _config(tiny_config):
         max_failures=2,
         log_every=1,
         gradcache={"enabled": True, "chunk_size": 3},
+        matryoshka={"dims": [16, 32]},  # what the config turns on reaches the loss of every worker and every step
     )
     data["train"]["stages"][0].update(steps=STEPS[0], curriculum="none")
     data["train"]["stages"][1].update(steps=STEPS[1])
@@ -106,6 +107,7 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
     assert [final[s]["batch_hash"] for s in sorted(final)] == expected
     assert [final[s]["stage"] for s in sorted(final)] == ["retrieval"] * STEPS[0] + ["blend"] * STEPS[1]
     assert all(final[s]["loss_pair_bce"] for s in range(STEPS[0] + 1, sum(STEPS) + 1))
+    assert all(float(final[s]["loss_matryoshka"]) > 0 for s in final)
 
     outputs = manifest["outputs"]
     assert (out / "curves.png").stat().st_size > 10_000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -80,6 +80,14 @@ class EvaluateConfig(Section):
     resources: CustomResources = resources_field("the evaluation workers")
     cache: bool = Field(True, description="cache embeddings by (model, instruction, text) hash")
     cache_dir: str | None = Field(None, description="default <EMBEDFORGE_CACHE>/embeddings")
+    dimensions: list[PositiveInt] = Field(
+        default_factory=list,
+        description="also score every model with its vectors cut to each of these sizes and renormalised, as a "
+        "request's `dimensions` is served, reported as MODEL@SIZE (train.matryoshka trains for it); each size must "
+        "be below every evaluated model's width",
+    )
+
+    implicit_values: ClassVar[dict[str, Any]] = {"dimensions": []}
 
     @model_validator(mode="after")
     def _consistent(self) -> EvaluateConfig:

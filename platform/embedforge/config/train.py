@@ -5,6 +5,7 @@ NV-Embed (seed 000) 3.3 and appendix C; MGH (seed 002) 2.1 / 4.1; pair BCE (seed
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any, ClassVar, Literal
 
@@ -166,6 +167,27 @@ class InContextConfig(Section):
     k: int = Field(1, ge=0)
 
 
+class MatryoshkaConfig(Section):
+    """Matryoshka Representation Learning (Kusupati et al., NeurIPS 2022, eq. 1): every loss of every stage is also
+    computed on the first d coordinates of each embedding, renormalised, for each d in `dims`, and added with
+    `weight`; the full embedding keeps weight 1. The model then serves vectors cut to those sizes (the API's
+    `dimensions`) with little loss, where cutting a model trained without it loses much more
+    (docs/quality.md). Embedding distillation, which matches a teacher's full vectors, runs at full size only."""
+
+    dims: list[PositiveInt] = Field(
+        default_factory=list,
+        description="truncated sizes trained besides the full one, increasing, e.g. [64, 128, 256]",
+    )
+    weight: float = Field(1.0, gt=0, description="each truncated size's share of the loss, the full size's being 1")
+
+    @field_validator("dims")
+    @classmethod
+    def _increasing(cls, dims: list[int]) -> list[int]:
+        if any(b <= a for a, b in itertools.pairwise(dims)):
+            raise ValueError("matryoshka dims must increase strictly")
+        return dims
+
+
 class TrainConfig(Section):
     enabled: bool = True
     num_workers: PositiveInt = 1
@@ -182,6 +204,7 @@ class TrainConfig(Section):
         "same loss and gradients, faster on CPUs (git log); None: one forward pass per side",
     )
     in_context: InContextConfig = Field(default_factory=InContextConfig)
+    matryoshka: MatryoshkaConfig = Field(default_factory=MatryoshkaConfig)
     max_grad_norm: float = Field(1.0, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     freeze_token_embeddings: bool = Field(
@@ -213,7 +236,11 @@ class TrainConfig(Section):
         "fine-tuning) and for distill with scores: teacher (LGAI 4.1 soft labels over the whole batch)",
     )
 
-    implicit_values: ClassVar[dict[str, Any]] = {"wise_ft_alpha": 1, "freeze_token_embeddings": False}
+    implicit_values: ClassVar[dict[str, Any]] = {
+        "wise_ft_alpha": 1,
+        "freeze_token_embeddings": False,
+        "matryoshka": MatryoshkaConfig(),
+    }
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

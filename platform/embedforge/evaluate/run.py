@@ -58,6 +58,15 @@ def model_references(config: EmbedforgeConfig, run_dir: Path, models: list[str] 
     return refs
 
 
+def sized_models(refs: dict[str, str], dimensions: list[int]) -> dict[str, tuple[str, int | None]]:
+    """Report name -> (reference, size its vectors are cut to): every model at full size (None), then at each of
+    `evaluate.dimensions` as MODEL@SIZE."""
+    sized: dict[str, tuple[str, int | None]] = {name: (ref, None) for name, ref in refs.items()}
+    for name, ref in refs.items():
+        sized.update({f"{name}@{size}": (ref, size) for size in dimensions})
+    return sized
+
+
 def stage_settings(config: EmbedforgeConfig, refs: dict[str, str], tasks: list[str]) -> tuple[dict[str, Any], str]:
     settings = {
         "evaluate": config.evaluate.model_dump(mode="json", exclude={"resources"}),  # which nodes: same scores
@@ -100,18 +109,20 @@ class _Worker:
         self.device = assigned_device()
         self.cache, self.batch_size, self.seed = cache, batch_size, seed
         self.encoder: Any = None
+        self.cached: Any = None  # the encoder's embedding cache, when the stage keeps one
 
-    def load(self, ref: str, name: str, model_config: dict[str, Any], usage_dir: str) -> None:
+    def load(self, ref: str, name: str, model_config: dict[str, Any], usage_dir: str, dimensions: int | None) -> None:
         import gc
 
         import torch
 
         from embedforge.cluster.device import model_dtype
         from embedforge.config.model import ModelConfig
+        from embedforge.embeddings.matryoshka import TruncatedEncoder
         from embedforge.evaluate.cached import CachedEncoder
         from embedforge.evaluate.models import load_model
 
-        self.encoder = None  # the previous model's memory is free before the next one loads
+        self.encoder = self.cached = None  # the previous model's memory is free before the next one loads
         gc.collect()
         if self.device == "cuda":
             torch.cuda.empty_cache()
@@ -119,11 +130,14 @@ class _Worker:
         encoder = load_model(ref, ModelConfig.model_validate(model_config), self.device)
         encoder.name = name
         self.dtype = model_dtype(encoder)
-        self.encoder = CachedEncoder(encoder, ref, self.cache) if self.cache else encoder
+        self.cached = CachedEncoder(encoder, ref, self.cache) if self.cache else None
+        self.encoder = self.cached or encoder
         self.usage_dir = usage_dir
         seeds = selection_vectors_dir(Path(ref).parents[1]) if name == TRAINED and "://" not in ref else None
-        if isinstance(self.encoder, CachedEncoder) and seeds is not None and seeds.is_dir():
-            log.info("model %s: %d vectors from checkpoint selection cached", name, self.encoder.seed(seeds))
+        if self.cached is not None and seeds is not None and seeds.is_dir():
+            log.info("model %s: %d vectors from checkpoint selection cached", name, self.cached.seed(seeds))
+        if dimensions is not None:  # cut after the cache, which keeps the full vectors every size reads
+            self.encoder = TruncatedEncoder(self.encoder, dimensions, name)
 
     def score(self, task: Task) -> dict[str, Any]:
         from embedforge.cluster.device import record_usage
@@ -147,7 +161,7 @@ class _Worker:
 
     def _cache_counts(self) -> tuple[int, int]:
         """Texts the model's embedding cache has served and texts it encoded so far (zeros without a cache)."""
-        return getattr(self.encoder, "hits", 0), getattr(self.encoder, "misses", 0)
+        return (self.cached.hits, self.cached.misses) if self.cached is not None else (0, 0)
 
 
 class _Workers:
@@ -158,8 +172,8 @@ class _Workers:
         self.config, self.count = config, min(config.evaluate.concurrency, tasks)
         self.actors: list[Any] = []
 
-    def holding(self, name: str, ref: str, usage: str) -> list[Any]:
-        """The actors, each with model `ref` loaded under report name `name`."""
+    def holding(self, name: str, ref: str, usage: str, dimensions: int | None) -> list[Any]:
+        """The actors, each with model `ref` loaded under report name `name`, its vectors cut to `dimensions`."""
         import ray
 
         ev = self.config.evaluate
@@ -171,7 +185,7 @@ class _Workers:
             threads = max(1, int(ev.cpus_per_worker))
             self.actors = [worker_cls.remote(cache, ev.batch_size, ev.seed, threads) for _ in range(self.count)]
         model_config = self.config.model.model_dump(mode="json")
-        ray.get([actor.load.remote(ref, name, model_config, usage) for actor in self.actors])
+        ray.get([actor.load.remote(ref, name, model_config, usage, dimensions) for actor in self.actors])
         return self.actors
 
     def stop(self) -> None:
@@ -183,9 +197,16 @@ class _Workers:
 
 
 def _evaluate_model(
-    name: str, ref: str, tasks: list[Task], stage: StageRun, config_hash: str, workers: _Workers
+    name: str,
+    ref: str,
+    dimensions: int | None,
+    tasks: list[Task],
+    stage: StageRun,
+    config_hash: str,
+    workers: _Workers,
 ) -> dict[str, dict[str, Any]]:
-    """Score `tasks` for one model on the stage's actors, reusing results saved by an earlier attempt."""
+    """Score `tasks` for one model (its vectors cut to `dimensions` when given) on the stage's actors, reusing
+    results saved by an earlier attempt."""
     from ray.util import ActorPool
 
     folder = results_dir(stage.dir, name)
@@ -200,7 +221,7 @@ def _evaluate_model(
     log.info("model %s: %d tasks to score, %d reused from an earlier attempt", name, len(todo), len(results))
     if not todo:
         return results
-    pool = ActorPool(workers.holding(name, ref, stage.usage_location(_slug(name))))
+    pool = ActorPool(workers.holding(name, ref, stage.usage_location(_slug(name)), dimensions))
     start = time.time()
     folder.mkdir(parents=True, exist_ok=True)
     for i, result in enumerate(pool.map_unordered(lambda a, t: a.score.remote(t), todo), start=1):
@@ -283,19 +304,19 @@ def run_evaluate(config: EmbedforgeConfig, run_dir: str | Path, models: list[str
     results = {}
     workers = _Workers(config, len(tasks))
     try:
-        for name, ref in refs.items():
+        for name, (ref, dimensions) in sized_models(refs, ev.dimensions).items():
             t0 = time.time()
-            results[name] = _evaluate_model(name, ref, tasks, stage, attempt, workers)
+            results[name] = _evaluate_model(name, ref, dimensions, tasks, stage, attempt, workers)
             stage.time(f"model:{name}", time.time() - t0)
     finally:
         workers.stop()
     stage.collect_usage()
-    usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in refs}
+    usage = {name: stage_usage(read_usage(usage_dir(stage.dir, name))) for name in results}
     report = build_report(results, ev.baseline_for_deltas, provenance, contamination, usage)
     paths = write_report(report, stage.dir)
     print(to_markdown(report))
     return stage.complete(
-        counts={"models": len(refs), "tasks": len(tasks)},
+        counts={"models": len(results), "tasks": len(tasks)},
         report={k: str(v) for k, v in paths.items()},
         ranking=report["ranking"],
         average=report["average"],

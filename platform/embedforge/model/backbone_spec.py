@@ -107,6 +107,13 @@ def read_json_object(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def embedding_width(spec: BackboneSpec) -> int | None:
+    """The width of the embeddings the backbone gives, read from its config.json without loading it: its hidden
+    size, which every pooling keeps; None when the config does not name one."""
+    width = read_json_object(spec.weights / "config.json").get("hidden_size")
+    return width if isinstance(width, int) else None
+
+
 def own_model_config(ref: str, spec: BackboneSpec) -> ModelConfig:
     """The model config of an embedding model used as it is: its own pooling, prompts (as fixed prefixes) and
     maximum length, no LoRA; for a bare checkpoint, the defaults."""

@@ -104,6 +104,10 @@ def run_pipeline(
         "steps": {},
     }
     active = [s for s in steps if s.enabled(config) and s.name not in skip]
+    if "train" in {s.name for s in active}:  # settings that contradict the model they name fail before any step
+        from embedforge.train.run import check_matryoshka_dims
+
+        check_matryoshka_dims(config)
     for step in steps:  # every step listed in order from the start: pending until it runs
         status = "pending" if step in active else "skipped by request" if step.name in skip else "disabled"
         record["steps"][step.name] = {"status": status}

@@ -2,7 +2,7 @@
 
 Query vs document encoding goes through the model's own `encode_queries` / `encode_documents`, so the served
 instruction template and pooling are the trained ones (NV-Embed, seed 000, section 4). `dimensions` keeps the
-first d coordinates and renormalises them (Matryoshka-style truncation; OpenAI's `dimensions` parameter).
+first d coordinates and renormalises them (`embeddings/matryoshka.py`; OpenAI's `dimensions` parameter).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from embedforge.config.serve import ServeConfig
+from embedforge.embeddings.matryoshka import truncate_dimensions
 from embedforge.model.protocol import TextEncoder
 from embedforge.serve.batcher import BatchObserver, TokenBudgetBatcher
 from embedforge.serve.errors import APIError
@@ -33,14 +34,6 @@ def tokenizer_of(encoder: TextEncoder) -> Any:
             "needs it to count and limit tokens"
         )
     return tokenizer
-
-
-def truncate_dimensions(vectors: np.ndarray, dimensions: int | None) -> np.ndarray:
-    if dimensions is None or dimensions == vectors.shape[1]:
-        return vectors
-    cut = vectors[:, :dimensions]
-    norms = np.linalg.norm(cut, axis=1, keepdims=True)
-    return (cut / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
 class EmbeddingService:

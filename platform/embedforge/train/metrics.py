@@ -18,6 +18,7 @@ PLOTTED = [
     "loss_pair_bce",
     "loss_distill",
     "loss_embedding_distill",
+    "loss_matryoshka",
     "accuracy",
     "lr",
     "grad_norm",

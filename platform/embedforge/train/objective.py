@@ -1,19 +1,20 @@
 """The training objective of one stage: the weighted sum of the configured losses over a batch's embeddings.
 
 L = w_nce * InfoNCE + w_bce * pair BCE + w_kd * soft-label KL + w_hd * MSE to a teacher's embeddings
-(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2). The soft labels come from mining's stored scores (over each
-example's candidates, or with the student's distribution over the whole collection) or from the frozen
-`train.teacher` over the whole batch.
+(MGH eq. 1, paper 004 eq. 2/5, LGAI 4.1, NV-Embed A.2), plus, with `train.matryoshka`, the same terms on each
+truncated size of the embeddings (Matryoshka Representation Learning, eq. 1). The soft labels come from mining's
+stored scores (over each example's candidates, or with the student's distribution over the whole collection) or
+from the frozen `train.teacher` over the whole batch.
 In-batch negatives follow the stage (NV-Embed 3.3: on for stage-1 retrieval, off for the stage-2 blend).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from embedforge.config.train import DistillConfig, LossesConfig
+from embedforge.config.train import DistillConfig, LossesConfig, MatryoshkaConfig
 from embedforge.train.losses import (
     collection_distill_loss,
     embedding_distill_loss,
@@ -21,6 +22,7 @@ from embedforge.train.losses import (
     infonce_loss,
     pair_bce_loss,
     soft_label_distill_loss,
+    truncated,
 )
 from embedforge.train.losses.pair_bce import graded_labels
 
@@ -69,8 +71,35 @@ def objective(
     targets: Targets,
     losses: LossesConfig,
     in_batch: bool,
+    matryoshka: MatryoshkaConfig | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Total loss and the value of each active term (plus in-batch accuracy) for logging."""
+    """Total loss and the value of each active term (plus in-batch accuracy) for logging. With `matryoshka` sizes,
+    the terms are computed again on the first d coordinates of every embedding, renormalised (the collection's
+    vectors too), and added with its weight (logged: `loss_matryoshka`, the cut sizes' mean); embedding
+    distillation matches the teacher's full vectors only."""
+    total, metrics = _terms(queries, candidates, targets, losses, in_batch, full_size=True)
+    cut_terms = []
+    for dim in matryoshka.dims if matryoshka else ():
+        collection = None if targets.collection is None else truncated(targets.collection, dim)
+        cut = replace(targets, collection=collection)
+        term, _ = _terms(truncated(queries, dim), truncated(candidates, dim), cut, losses, in_batch, full_size=False)
+        total = total + matryoshka.weight * term
+        cut_terms.append(term.item())
+    if cut_terms:
+        metrics["loss_matryoshka"] = sum(cut_terms) / len(cut_terms)
+    metrics["loss"] = total.item()
+    return total, metrics
+
+
+def _terms(
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    targets: Targets,
+    losses: LossesConfig,
+    in_batch: bool,
+    full_size: bool,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The weighted sum of the stage's losses over one size of the embeddings, and each term's value."""
     metrics: dict[str, float] = {}
     total = queries.sum() * 0.0
     nce, accuracy = infonce_loss(queries, candidates, losses.infonce.temperature, in_batch, losses.infonce.symmetric)
@@ -104,12 +133,11 @@ def objective(
             )
         total = total + losses.distill.weight * kd
         metrics["loss_distill"] = kd.item()
-    if losses.embedding_distill.weight > 0:
+    if losses.embedding_distill.weight > 0 and full_size:
         teacher_queries, teacher_candidates = _teacher_embeddings(targets, "embedding_distill")
         student = torch.cat([queries, candidates.reshape(-1, candidates.shape[-1])])
         teacher = torch.cat([teacher_queries, teacher_candidates.reshape(-1, teacher_candidates.shape[-1])])
         hd = embedding_distill_loss(student, teacher)
         total = total + losses.embedding_distill.weight * hd
         metrics["loss_embedding_distill"] = hd.item()
-    metrics["loss"] = total.item()
     return total, metrics

@@ -139,6 +139,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     from embedforge.train.finish import finish_training
     from embedforge.train.worker import stage_bounds
 
+    check_matryoshka_dims(config)
     data = load_training_examples(config, run_dir)
     examples = data.examples
     # the workers plan the same batches from the same examples: a plan that cannot be filled (too few examples
@@ -188,6 +189,23 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         checkpoint=str(result.checkpoint.path),
         selection=selection,
     )
+
+
+def check_matryoshka_dims(config: EmbedforgeConfig) -> None:
+    """Every truncated size of `train.matryoshka` lies below the backbone's embedding width (the full size is
+    trained anyway); else fail before any stage starts."""
+    dims = config.train.matryoshka.dims
+    if not dims:
+        return
+    from embedforge.model.backbone_spec import embedding_width, read_backbone_spec
+    from embedforge.models.bundled import resolve_model
+
+    width = embedding_width(read_backbone_spec(resolve_model(config.model.backbone)))
+    if width is not None and dims[-1] >= width:
+        raise ValueError(
+            f"train.matryoshka.dims {dims}: every size must be below the width of {config.model.backbone}'s "
+            f"embeddings ({width}), which is always trained"
+        )
 
 
 def check_query_room(config: EmbedforgeConfig, plans: list[StagePlan]) -> None:

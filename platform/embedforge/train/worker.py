@@ -168,7 +168,7 @@ class StepRunner:
 
         def loss_fn(q: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
             cands = d.float().reshape(len(queries), per_example, -1)
-            return objective(q.float(), cands, targets, stage.losses, stage.in_batch_negatives)
+            return objective(q.float(), cands, targets, stage.losses, stage.in_batch_negatives, self.train.matryoshka)
 
         device = self.encoder.embedder.device
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()

@@ -3,6 +3,7 @@
 from embedforge.train.losses.distill import collection_distill_loss, in_batch_distill_loss, soft_label_distill_loss
 from embedforge.train.losses.embedding_distill import embedding_distill_loss
 from embedforge.train.losses.infonce import infonce_loss
+from embedforge.train.losses.matryoshka import truncated
 from embedforge.train.losses.pair_bce import pair_bce_loss
 
 __all__ = [
@@ -12,4 +13,5 @@ __all__ = [
     "infonce_loss",
     "pair_bce_loss",
     "soft_label_distill_loss",
+    "truncated",
 ]
