@@ -10,7 +10,7 @@ benchmarks/results/matryoshka.json and matryoshka.png: each model's left-out ave
 its full width), and ratios `matryoshka_minus_plain_ood_avg_<size>` (at 576: what the Matryoshka terms cost at
 the full size).
 
-    .venv/bin/python benchmarks/matryoshka.py --data-from runs/generalize/x1
+    .venv/bin/python benchmarks/matryoshka.py [--data-from runs/generalize/x1]
 """
 
 from __future__ import annotations
@@ -93,7 +93,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data-from", type=Path, required=True, help="a finished x1 run of benchmarks/generalize.py")
+    parser.add_argument(
+        "--data-from",
+        type=Path,
+        default=Path("runs/generalize/x1"),
+        help="a finished x1 run of benchmarks/generalize.py (default: where it leaves one; `make bench` runs it first)",
+    )
     parser.add_argument("--runs", type=Path, default=Path("runs/matryoshka"))
     args = parser.parse_args()
     from embedforge.logs import configure_logging
