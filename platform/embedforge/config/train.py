@@ -170,9 +170,10 @@ class InContextConfig(Section):
 class MatryoshkaConfig(Section):
     """Matryoshka Representation Learning (Kusupati et al., NeurIPS 2022, eq. 1): every loss of every stage is also
     computed on the first d coordinates of each embedding, renormalised, for each d in `dims`, and added with
-    `weight`; the full embedding keeps weight 1. The model then serves vectors cut to those sizes (the API's
-    `dimensions`) with little loss, where cutting a model trained without it loses much more
-    (docs/quality.md). Embedding distillation, which matches a teacher's full vectors, runs at full size only."""
+    `weight`; the full embedding keeps weight 1. The paper's networks, trained whole this way, lose little when
+    their vectors are cut to those sizes (the API's `dimensions`); LoRA over the generalist profile's 120 steps
+    does not change what a cut costs (docs/quality.md, "Serving fewer dimensions"). Embedding distillation, which
+    matches a teacher's full vectors, runs at full size only."""
 
     dims: list[PositiveInt] = Field(
         default_factory=list,

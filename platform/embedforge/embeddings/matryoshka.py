@@ -1,7 +1,7 @@
 """Embeddings cut to their first d coordinates and renormalised: what serving answers a request's `dimensions`
-with (OpenAI's parameter) and what evaluation scores with `evaluate.dimensions`. A model trained with
-`train.matryoshka` (Matryoshka Representation Learning, Kusupati et al., NeurIPS 2022) keeps most of its quality at
-the sizes it trained; any other model can be cut too, at a larger cost (docs/quality.md).
+with (OpenAI's parameter) and what evaluation scores with `evaluate.dimensions`, for any model; `train.matryoshka`
+trains for chosen sizes (Matryoshka Representation Learning, Kusupati et al., NeurIPS 2022). What a cut costs is
+measured in docs/quality.md, "Serving fewer dimensions".
 """
 
 from __future__ import annotations
