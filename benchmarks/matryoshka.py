@@ -35,10 +35,10 @@ VARIANTS = {"plain": [], "matryoshka": [f"train.matryoshka.dims=[{', '.join(map(
 def width(ref: str) -> int:
     """The width of a model reference's vectors, read from its folder."""
     from embedforge.evaluate.models import split_reference
-    from embedforge.model.backbone_spec import embedding_width, read_backbone_spec
+    from embedforge.model.backbone_spec import read_backbone_spec
     from embedforge.models.bundled import resolve_model
 
-    found = embedding_width(read_backbone_spec(resolve_model(split_reference(ref)[0])))
+    found = read_backbone_spec(resolve_model(split_reference(ref)[0])).hidden_size
     if found is None:
         raise SystemExit(f"error: {ref}'s config names no hidden_size")
     return found

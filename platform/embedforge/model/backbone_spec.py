@@ -42,6 +42,9 @@ class BackboneSpec:
     pools_prompt: bool | None = None  # its Pooling's `include_prompt` (sentence-transformers default: true)
     prompts: dict[str, str] | None = None  # a sentence-transformers folder's own prompts ({} when it has none)
     max_seq_length: int | None = None
+    modules: tuple[str, ...] = ()  # a sentence-transformers folder's module classes in order, e.g. ("Transformer", ...)
+    default_prompt: str | None = None  # the prompt its encode() applies when given none
+    hidden_size: int | None = None  # the width of its hidden states, which every pooling keeps
 
     def own_prefix(self, side: str, task: str | None) -> str:
         """The folder's own prompt for a side ("" where it has none): queries, and documents of a symmetric task,
@@ -72,15 +75,20 @@ def _st_pooling(folder: Path, modules: list[dict]) -> tuple[str | None, bool | N
 def read_backbone_spec(path: Path) -> BackboneSpec:
     """Read a HF checkpoint folder or a sentence-transformers folder; fails naming what is missing or unknown."""
     weights, pooling, pools_prompt, prompts, max_seq_length = path, None, None, None, None
+    module_types: tuple[str, ...] = ()
+    default_prompt = None
     modules_file = path / "modules.json"
     if modules_file.is_file():
         modules = json.loads(modules_file.read_text())
+        module_types = tuple(str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules)
         transformer = next((m for m in modules if str(m.get("type", "")).endswith("Transformer")), None)
         if transformer is None:
             raise ValueError(f"{path}: sentence-transformers folder without a Transformer module")
         weights = path / transformer.get("path", "")
         pooling, pools_prompt = _st_pooling(path, modules)
-        prompts = read_json_object(path / "config_sentence_transformers.json").get("prompts") or {}
+        st_config = read_json_object(path / "config_sentence_transformers.json")
+        prompts = st_config.get("prompts") or {}
+        default_prompt = st_config.get("default_prompt_name") or None
         # sentence-transformers < 6 writes max_seq_length beside the Transformer; 6 keeps it as the tokenizer's
         # model_max_length (transformers' "no limit" sentinel is a huge number, not a length)
         tokenizer_limit = read_json_object(weights / "tokenizer_config.json").get("model_max_length")
@@ -89,7 +97,8 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
         )
     if not (weights / "config.json").is_file():
         raise FileNotFoundError(f"{weights} is not a Hugging Face checkpoint folder (no config.json)")
-    model_type = read_json_object(weights / "config.json").get("model_type")
+    config = read_json_object(weights / "config.json")
+    model_type = config.get("model_type")
     if not model_type:
         raise ValueError(f"{weights}/config.json names no model_type")
     if model_type not in DECODER_TYPES | ENCODER_TYPES:
@@ -97,21 +106,24 @@ def read_backbone_spec(path: Path) -> BackboneSpec:
             f"unsupported backbone architecture {model_type!r} at {weights}: decoders {sorted(DECODER_TYPES)} "
             f"(their attention masks are built by transformers.masking_utils) or encoders {sorted(ENCODER_TYPES)}"
         )
+    hidden_size = config.get("hidden_size")
     return BackboneSpec(
-        weights, model_type, model_type in DECODER_TYPES, pooling, pools_prompt, prompts, max_seq_length
+        weights,
+        model_type,
+        model_type in DECODER_TYPES,
+        pooling,
+        pools_prompt,
+        prompts,
+        max_seq_length,
+        module_types,
+        default_prompt,
+        hidden_size if isinstance(hidden_size, int) else None,
     )
 
 
 def read_json_object(path: Path) -> dict:
     """A folder's JSON settings file as a dict; {} when the folder has none."""
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def embedding_width(spec: BackboneSpec) -> int | None:
-    """The width of the embeddings the backbone gives, read from its config.json without loading it: its hidden
-    size, which every pooling keeps; None when the config does not name one."""
-    width = read_json_object(spec.weights / "config.json").get("hidden_size")
-    return width if isinstance(width, int) else None
 
 
 def own_model_config(ref: str, spec: BackboneSpec) -> ModelConfig:

@@ -14,7 +14,6 @@ them with sentence-transformers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,15 +202,11 @@ def load_plain_bert(path: Path, dtype: torch.dtype, device: str, max_length: int
     safetensors weights, a tokenizer.json and no default prompt."""
     from embedforge.model.backbone_spec import read_backbone_spec, read_json_object
 
-    listed = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
-    modules = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in listed]
-    if modules not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-        return None
-    if read_json_object(path / "config_sentence_transformers.json").get("default_prompt_name"):
-        return None
     try:
         spec = read_backbone_spec(path)
     except (ValueError, FileNotFoundError):
+        return None
+    if spec.modules not in (("Transformer", "Pooling"), ("Transformer", "Pooling", "Normalize")) or spec.default_prompt:
         return None
     config = PlainBertConfig.supported(read_json_object(spec.weights / "config.json"))
     files = spec.weights / SAFETENSORS, spec.weights / TOKENIZER

@@ -197,10 +197,10 @@ def check_matryoshka_dims(config: EmbedforgeConfig) -> None:
     dims = config.train.matryoshka.dims
     if not dims:
         return
-    from embedforge.model.backbone_spec import embedding_width, read_backbone_spec
+    from embedforge.model.backbone_spec import read_backbone_spec
     from embedforge.models.bundled import resolve_model
 
-    width = embedding_width(read_backbone_spec(resolve_model(config.model.backbone)))
+    width = read_backbone_spec(resolve_model(config.model.backbone)).hidden_size
     if width is not None and dims[-1] >= width:
         raise ValueError(
             f"train.matryoshka.dims {dims}: every size must be below the width of {config.model.backbone}'s "

@@ -41,8 +41,10 @@ class SentenceTransformerTeacher:
         dtype = getattr(torch, teacher_dtype(teacher, device))  # loaded in it, not converted after a float32 load
         path = resolve_model(self.name)
         self.unpadded = load_plain_bert(path, dtype, device, teacher.max_length)
-        self.model: Any = self.unpadded.bert if self.unpadded is not None else None
-        if self.model is None:
+        self.model: Any
+        if self.unpadded is not None:
+            self.model = self.unpadded.bert
+        else:
             from sentence_transformers import SentenceTransformer
 
             self.model = SentenceTransformer(str(path), device=device, model_kwargs={"dtype": dtype})
