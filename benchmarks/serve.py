@@ -204,7 +204,13 @@ class Server:
 
 
 async def closed_loop(
-    url: str, texts: list[str], per_request: int, clients: int, warmup_s: float, duration_s: float
+    url: str,
+    texts: list[str],
+    per_request: int,
+    clients: int,
+    warmup_s: float,
+    duration_s: float,
+    model: str = MODEL_NAME,
 ) -> dict[str, Any]:
     """`clients` concurrent clients, each sending its next request when the previous one is answered."""
     import aiohttp
@@ -222,7 +228,7 @@ async def closed_loop(
             i += per_request * clients
             sent = time.perf_counter()
             try:
-                async with session.post(url, json={"model": MODEL_NAME, "input": batch}) as resp:
+                async with session.post(url, json={"model": model, "input": batch}) as resp:
                     await resp.read()
                     ok = resp.status == 200
             except (aiohttp.ClientError, TimeoutError):

@@ -110,11 +110,17 @@ class ModelConfig(Section):
     normalize: bool = True
     int8_inference: bool = False
     frozen_documents: bool = False
+    compile: bool = Field(
+        False,
+        description="compile each transformer block of a decoder with torch.compile (dynamic shapes) when it runs "
+        "on a GPU, in training and inference: norms, activations, rotary embeddings and LoRA's adapters fuse into "
+        "fewer kernels; the first batches pay the compilation (benchmarks/results/gpu.json)",
+    )
     latent_attention: LatentAttentionConfig = Field(default_factory=LatentAttentionConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     instructions: InstructionConfig = Field(default_factory=InstructionConfig)
 
-    implicit_values: ClassVar[dict[str, Any]] = {"frozen_documents": False}
+    implicit_values: ClassVar[dict[str, Any]] = {"frozen_documents": False, "compile": False}
 
     @model_validator(mode="after")
     def _frozen_documents_pooling(self) -> ModelConfig:

@@ -156,8 +156,17 @@ class StageConfig(Section):
 
 
 class GradCacheConfig(Section):
+    """Gradient caching (Gao et al. 2021): the step's texts go through the model in chunks, longest first."""
+
     enabled: bool = False
-    chunk_size: PositiveInt = 8
+    chunk_size: PositiveInt = Field(8, description="texts per chunk, at most")
+    chunk_tokens: PositiveInt | None = Field(
+        None,
+        description="padded tokens per chunk, at most (texts x the chunk's longest; a longer text goes alone): "
+        "chunks of short texts hold more of them at the same activation memory; None: chunk_size alone decides",
+    )
+
+    implicit_values: ClassVar[dict[str, Any]] = {"chunk_tokens": None}
 
 
 class InContextConfig(Section):

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 import torch
+from torch import nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from embedforge.model.backbone_spec import BackboneSpec, read_backbone_spec
@@ -50,3 +51,13 @@ def load_backbone(path: Path | BackboneSpec, dtype: str = "float32", bidirection
         "bidirectional" if bidirectional or not spec.is_decoder else "causal",
     )
     return model
+
+
+def transformer_blocks(backbone: nn.Module) -> tuple[str, nn.ModuleList]:
+    """The module list holding a backbone's transformer blocks (`layers` in Llama, `encoder.layer` in BERT; inside
+    a peft wrapper too) and its qualified name."""
+    depth = backbone.config.num_hidden_layers
+    for name, module in backbone.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == depth:
+            return name, module
+    raise ValueError(f"no list of {depth} transformer blocks found in {type(backbone).__name__}")

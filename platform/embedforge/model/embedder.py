@@ -8,7 +8,9 @@ Implements `embedforge.model.protocol.TextEncoder`.
 
 from __future__ import annotations
 
+import copy
 import logging
+import queue
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -24,14 +26,17 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from embedforge.config.model import ModelConfig
 from embedforge.model.attention_capture import LastLayerAttention
 from embedforge.model.backbone_spec import DECODER_TYPES
-from embedforge.model.batching import length_sorted_batches
+from embedforge.model.batching import budget_batches, length_sorted_batches, prefetched
 from embedforge.model.instructions import Demonstration, render_prefix
+from embedforge.model.packed import HALF, packed_last_hidden_state
 from embedforge.model.pooling import Pooling, build_pooling
-from embedforge.model.tokenization import EncodedBatch, tokenize_pairs
+from embedforge.model.tokenization import EncodedBatch, framing_tokens, tokenize_pairs
 from embedforge.model.unpadded import UnpaddedBertModel
 
 log = logging.getLogger(__name__)
 Kind = Literal["query", "document"]
+Packing = Literal["auto", "always", "never"]
+TOKENIZER_THREADS = 4  # batches tokenized ahead of a GPU (the tokenizer releases the GIL)
 
 
 class Embedder(nn.Module):
@@ -76,6 +81,10 @@ class Embedder(nn.Module):
         self.texts_encoded = 0
         self.texts_truncated = 0
         self.unpadded_inference = True  # False: the model's own padded forward everywhere (a benchmark baseline)
+        # decoders on real tokens only (`packed.py`): auto = on a GPU in half precision; always (tests); never
+        self.packing: Packing = "auto"
+        self._compiled: set[int] = set()  # the backbones whose blocks `model.compile` compiled
+        self._spare_tokenizers: queue.SimpleQueue | None = None
         self._unpadded: dict[int, UnpaddedBertModel] = {}  # one per backbone object: it keeps the stacked weights
 
     @property
@@ -124,13 +133,36 @@ class Embedder(nn.Module):
         examples: Sequence[Sequence[Demonstration]] | None = None,
     ) -> EncodedBatch:
         """Model inputs for `texts` as queries or documents; `task` may be one instruction or one per text."""
+        batch = self._tokenize(texts, task, kind, examples)
+        self._count(len(texts), batch)
+        return batch
+
+    def _tokenize(
+        self,
+        texts: Sequence[str],
+        task: str | Sequence[str | None] | None,
+        kind: Kind,
+        examples: Sequence[Sequence[Demonstration]] | None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+    ) -> EncodedBatch:
         max_length = self.config.max_query_length if kind == "query" else self.config.max_doc_length
         prefixes = self.prefixes(len(texts), kind, task, examples)
         pool_all = self.config.pooled_tokens == "all"
-        batch = tokenize_pairs(self.tokenizer, prefixes, texts, max_length, self.padding_side, pool_all)
-        self.texts_encoded += len(texts)
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
+        return tokenize_pairs(tokenizer, prefixes, texts, max_length, self.padding_side, pool_all)
+
+    def _thread_tokenizers(self) -> queue.SimpleQueue:
+        """Copies of the tokenizer for the threads that tokenize ahead: a Rust tokenizer object fails when another
+        thread changes its settings (truncation, padding) while it encodes, so threads never share the model's."""
+        if self._spare_tokenizers is None:
+            self._spare_tokenizers = queue.SimpleQueue()
+            for _ in range(TOKENIZER_THREADS):
+                self._spare_tokenizers.put(copy.deepcopy(self.tokenizer))
+        return self._spare_tokenizers
+
+    def _count(self, n: int, batch: EncodedBatch) -> None:
+        self.texts_encoded += n
         self.texts_truncated += batch.num_truncated
-        return batch
 
     def forward(self, batch: EncodedBatch, normalize: bool | None = None, frozen: bool = False) -> torch.Tensor:
         """Differentiable embeddings (B, dimension), float32; L2-normalised when `normalize` (default: config).
@@ -140,12 +172,24 @@ class Embedder(nn.Module):
         if frozen and self.document_backbone is None:
             raise ValueError("a frozen forward pass needs model.frozen_documents")
         backbone = self.document_backbone if frozen else self.backbone
+        if (
+            self.config.compile
+            and self.is_decoder
+            and self.device.type == "cuda"
+            and id(backbone) not in self._compiled
+        ):
+            from embedforge.model.compile import compile_blocks
+
+            compile_blocks(backbone)
+            self._compiled.add(id(backbone))
         with torch.no_grad() if frozen else nullcontext():
             if self._runs_unpadded(backbone):
                 unpadded = self._unpadded.get(id(backbone))
                 if unpadded is None or unpadded.bert is not backbone:
                     unpadded = self._unpadded[id(backbone)] = UnpaddedBertModel(backbone)
                 hidden = unpadded.last_hidden_state(batch.input_ids, batch.attention_mask)
+            elif self._runs_packed(backbone):
+                hidden = packed_last_hidden_state(backbone, batch.input_ids, batch.attention_mask, batch.position_ids)
             else:
                 positions = {"position_ids": batch.position_ids} if self.is_decoder else {}
                 out = backbone(input_ids=batch.input_ids, attention_mask=batch.attention_mask, **positions)
@@ -156,18 +200,32 @@ class Embedder(nn.Module):
         return F.normalize(pooled, dim=-1) if normalize else pooled
 
     def _runs_unpadded(self, backbone: nn.Module | None = None) -> bool:
-        """Inference on a CPU with a plain BERT-family backbone computes only the real tokens (`unpadded.py`): the
-        same vectors up to float rounding, faster (`benchmarks/results/unpadded.json`). Training (gradients, or
-        train mode: GradCache's no-grad pass must draw the dropout masks its replay draws), GPUs, LoRA-wrapped or
+        """Inference with a plain BERT-family backbone computes only the real tokens (`unpadded.py`): the same
+        vectors up to float rounding, faster (`benchmarks/results/unpadded.json`, `gpu.json`). Training (gradients,
+        or train mode: GradCache's no-grad pass must draw the dropout masks its replay draws), LoRA-wrapped or
         quantized layers and attention-reading poolings keep the model's own forward."""
         return (
             self.unpadded_inference
             and not self.training  # dropout draws masks per padded position (GradCache replays them)
             and not torch.is_grad_enabled()
-            and self.device.type == "cpu"
             and self.attention_capture is None
             and UnpaddedBertModel.supports(self.backbone if backbone is None else backbone)
         )
+
+    def _runs_packed(self, backbone: nn.Module) -> bool:
+        """Whether a decoder computes only its real tokens (`packed.py`), in training and inference: on a GPU when
+        it computes in half precision (its weights, or autocast), where FlashAttention's varlen kernel runs; never
+        with an attention-reading pooling, which needs the padded attention maps."""
+        if not self.is_decoder or self.attention_capture is not None or self.packing == "never":
+            return False
+        if self.packing == "always":
+            return True
+        device = self.device
+        if device.type != "cuda":
+            return False
+        weights = next(backbone.parameters()).dtype
+        autocast = torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") in HALF
+        return weights in HALF or autocast
 
     @torch.inference_mode()
     def encode(
@@ -187,12 +245,26 @@ class Embedder(nn.Module):
         self.eval()
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         started, truncated_before = time.perf_counter(), self.texts_truncated
-        batches = length_sorted_batches(texts, batch_size)
         frozen = self.frozen_side(kind, task)
+        batches, workers = self._plan(texts, task, kind, batch_size, examples, frozen)
+
+        spares = self._thread_tokenizers() if workers else None
+
+        def tokenized(idx: list[int]) -> EncodedBatch:
+            chunk_examples = None if examples is None else [examples[i] for i in idx]
+            if spares is None:
+                return self._tokenize([texts[i] for i in idx], task, kind, chunk_examples)
+            tokenizer = spares.get()
+            try:
+                return self._tokenize([texts[i] for i in idx], task, kind, chunk_examples, tokenizer)
+            finally:
+                spares.put(tokenizer)
+
         try:
-            for idx in tqdm(batches, desc=f"encode ({kind})", unit="batch", disable=len(batches) < 20, leave=False):
-                chunk_examples = None if examples is None else [examples[i] for i in idx]
-                batch = self.tokenize([texts[i] for i in idx], task, kind, chunk_examples)
+            inputs = prefetched(tokenized, batches, workers)
+            bar = tqdm(batches, desc=f"encode ({kind})", unit="batch", disable=len(batches) < 20, leave=False)
+            for idx, batch in zip(bar, inputs, strict=True):
+                self._count(len(idx), batch)
                 result[idx] = F.normalize(self.forward(batch, normalize=False, frozen=frozen), dim=-1).cpu().numpy()
         finally:
             self.train(was_training)
@@ -207,6 +279,30 @@ class Embedder(nn.Module):
                 self.texts_truncated - truncated_before,
             )
         return result
+
+    def _plan(
+        self,
+        texts: Sequence[str],
+        task: str | None,
+        kind: Kind,
+        batch_size: int,
+        examples: Sequence[Sequence[Demonstration]] | None,
+        frozen: bool,
+    ) -> tuple[list[list[int]], int]:
+        """The batches `encode` runs and how many threads tokenize ahead. On a CPU: `batch_size` texts of similar
+        length, tokenized inline. On a GPU, where the model computes the real tokens only (packed decoders,
+        unpadded BERT), a batch holds as many texts as fit the tokens of `batch_size` texts at the maximum length,
+        so short texts fill the matrix products too; a text's tokens are bounded by its UTF-8 bytes plus its
+        instruction and special tokens (a token spans at least one byte), and batches are tokenized on threads
+        while the GPU works."""
+        backbone = self.document_backbone if frozen else self.backbone
+        if self.device.type != "cuda" or not (self._runs_packed(backbone) or self._runs_unpadded(backbone)):
+            return length_sorted_batches(texts, batch_size), 0
+        max_length = self.config.max_query_length if kind == "query" else self.config.max_doc_length
+        prefixes = self.prefixes(len(texts), kind, task, examples)
+        framing = {p: framing_tokens(self.tokenizer, p) for p in set(prefixes)}
+        bounds = [min(len(t.encode()) + framing[p], max_length) for t, p in zip(texts, prefixes, strict=True)]
+        return budget_batches(bounds, None, batch_size * max_length), TOKENIZER_THREADS
 
     def frozen_side(self, kind: Kind, task: str | None) -> bool:
         """Whether texts of this kind and task go through the frozen document backbone: documents of asymmetric

@@ -16,6 +16,7 @@ from peft import PeftModel, get_peft_model
 from transformers import PreTrainedModel
 
 from embedforge.config.model import ALL_LINEAR, LoraConfig
+from embedforge.model.backbone import transformer_blocks
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +64,10 @@ def _top_blocks(backbone: PreTrainedModel, top_layers: int | None) -> dict[str, 
     depth = backbone.config.num_hidden_layers
     if top_layers > depth:
         raise ValueError(f"model.lora.top_layers {top_layers} exceeds the backbone's {depth} transformer blocks")
-    lists = [n for n, m in backbone.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) == depth]
-    if not lists:
-        raise ValueError(f"model.lora.top_layers: no list of {depth} transformer blocks found in the backbone")
+    name, _ = transformer_blocks(backbone)
     return {
         "layers_to_transform": list(range(depth - top_layers, depth)),
-        "layers_pattern": [lists[0].rsplit(".", 1)[-1]],
+        "layers_pattern": [name.rsplit(".", 1)[-1]],
     }
 
 

@@ -4,7 +4,8 @@ A batch of texts is padded to its longest text, and every linear layer, layer no
 the padding too. For 12 random TREC DL passages (all-MiniLM-L6-v2's tokenizer, 28-199 tokens), only 59 % of the
 padded positions are real tokens; the linear layers are most of the forward pass on CPU. Here the token-wise
 layers run on the concatenated real tokens (a [tokens, hidden] matrix), and only attention sees the padded
-[batch, heads, length, head_dim] layout it needs, scattered in and gathered out for each layer. The model's own
+[batch, heads, length, head_dim] layout it needs, scattered in and gathered out for each layer; on a GPU in half
+precision attention too runs on the real tokens, per text (FlashAttention's varlen kernel, `packed.py`). The model's own
 modules and weights compute every step (embeddings, query/key/value, output and feed-forward blocks), so the
 result is the padded model's up to float rounding; the pooling (mean or CLS over the real tokens) is ST's.
 
@@ -12,8 +13,8 @@ Serving with one text per request is where padding hurts: the batch is whatever 
 (git log, 2026-11-24). Models this does not cover (another architecture, a prompt, relative positions,
 max or weighted pooling) keep sentence-transformers' own `encode`.
 
-`UnpaddedBertModel` is the BertModel part, which the embedder also uses at inference on a CPU (an encoder backbone
-such as all-MiniLM-L6-v2 fine-tuned by the documents profile, scored and served through embedforge): it returns
+`UnpaddedBertModel` is the BertModel part, which the embedder also uses at inference (an encoder backbone such as
+all-MiniLM-L6-v2 fine-tuned by the documents profile, scored and served through embedforge): it returns
 the padded last layer the model would, and embedforge's own pooling follows.
 """
 
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from embedforge.model.packed import uses_flash, varlen_attention
 
 POOLINGS = ("mean", "cls")
 # A model in half precision computes its token-wise layers on a multiple of this many rows. oneDNN, which runs
@@ -95,26 +98,36 @@ class UnpaddedBertModel:
         # a batch without padding (one text, or texts of one length) is its own layout: no mask, no scatter or gather
         dense = rows.numel() == batch * length
         tokens = rows.numel()
-        extra = -tokens % HALF_PRECISION_ROWS if hidden.dtype != torch.float32 else 0
+        extra = -tokens % HALF_PRECISION_ROWS if hidden.dtype != torch.float32 and device.type == "cpu" else 0
         if extra:  # rows of zeros up to a bucket's size; every token-wise layer computes each row alone
             hidden = F.pad(hidden, (0, 0, 0, extra))
-        key_mask = None if dense else attention_mask.to(device).bool().view(batch, 1, 1, length)
+        lengths = attention_mask.to(device).sum(dim=1)
+        # on a GPU in half precision attention runs per text on the real tokens (FlashAttention's varlen kernel)
+        varlen = uses_flash(hidden) and not dense
+        cu_seqlens = F.pad(lengths.cumsum(0), (1, 0)).to(torch.int32) if varlen else None
+        key_mask = None if dense or varlen else attention_mask.to(device).bool().view(batch, 1, 1, length)
         # the padded layout attention needs, zeros at padding (masked keys, values that must not be NaN), reused by
         # every layer, which overwrites the real tokens' rows only
-        padded = None if dense else hidden.new_zeros(batch * length, 3 * self.hidden)
+        padded = None if dense or varlen else hidden.new_zeros(batch * length, 3 * self.hidden)
         for index, layer in enumerate(self.bert.encoder.layer):
             a = layer.attention.self
             weight, bias = self._stacked_qkv(index, a)
-            if padded is None:
-                qkv = F.linear(hidden, weight, bias)[:tokens]
+            if varlen:
+                qkv = F.linear(hidden, weight, bias)[:tokens].view(tokens, 3, self.heads, self.head_dim)
+                context = varlen_attention(
+                    qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, int(lengths.max()), causal=False, scale=a.scaling
+                ).reshape(tokens, self.hidden)
             else:
-                padded[rows] = F.linear(hidden, weight, bias)[:tokens]
-                qkv = padded
-            query, key, value = qkv.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-            context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=a.scaling)
-            context = context.transpose(1, 2).reshape(batch * length, self.hidden)
-            if padded is not None:
-                context = context[rows]
+                if padded is None:
+                    qkv = F.linear(hidden, weight, bias)[:tokens]
+                else:
+                    padded[rows] = F.linear(hidden, weight, bias)[:tokens]
+                    qkv = padded
+                query, key, value = qkv.view(batch, length, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+                context = F.scaled_dot_product_attention(query, key, value, attn_mask=key_mask, scale=a.scaling)
+                context = context.transpose(1, 2).reshape(batch * length, self.hidden)
+                if padded is not None:
+                    context = context[rows]
             hidden = layer.attention.output(F.pad(context, (0, 0, 0, extra)) if extra else context, hidden)
             hidden = layer.output(layer.intermediate(hidden), hidden)
         return hidden[:tokens], rows

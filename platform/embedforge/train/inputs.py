@@ -115,6 +115,27 @@ class Encoder:
                 return result
         return self._encode(inputs, kind)
 
+    def token_lengths(self, inputs: Sequence[TextInput]) -> list[int]:
+        """Each input's tokens as the model sees them (instruction and special tokens included), for chunking; the
+        embedder's truncation counters are left as they were."""
+        embedder = self.embedder
+        counters = embedder.texts_encoded, embedder.texts_truncated
+        by_kind: dict[str, list[int]] = {}
+        for i, x in enumerate(inputs):
+            by_kind.setdefault(x.kind, []).append(i)
+        lengths = [0] * len(inputs)
+        for kind, idx in by_kind.items():
+            batch = embedder.tokenize(
+                [inputs[i].text for i in idx],
+                [inputs[i].task for i in idx],
+                kind,
+                [list(inputs[i].demonstrations) for i in idx],
+            )
+            for i, n in zip(idx, batch.attention_mask.sum(dim=1).tolist(), strict=True):
+                lengths[i] = int(n)
+        embedder.texts_encoded, embedder.texts_truncated = counters
+        return lengths
+
     def _encode(self, inputs: Sequence[TextInput], kind: str) -> torch.Tensor:
         if self.micro_batch_size is None or len(inputs) <= self.micro_batch_size:
             return self._forward(inputs, kind)

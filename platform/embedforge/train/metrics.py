@@ -58,6 +58,16 @@ def training_seconds(rows: list[dict[str, str]]) -> float:
     return sum(end - start for start, end in spans.values())
 
 
+def throughput(rows: list[dict[str, str]]) -> dict[str, float]:
+    """The median step's seconds and tokens per second over all workers, from `read_rows`' rows (the median
+    leaves out the first steps' warm-up and a resumed attempt's start-up)."""
+    times = sorted(float(r["step_s"]) for r in rows if r.get("step_s") not in ("", None))
+    rates = sorted(float(r["tokens_per_s"]) for r in rows if r.get("tokens_per_s") not in ("", None))
+    if not times or not rates:
+        return {}
+    return {"steps": len(times), "step_s_median": times[len(times) // 2], "tokens_per_s_median": rates[len(rates) // 2]}
+
+
 def plot_curves(path: Path, out: Path) -> Path | None:
     """Draw every non-empty metric against the step, one panel each, with stage boundaries marked."""
     rows = read_rows(path)

@@ -19,7 +19,7 @@ from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, STAGE
-from embedforge.train.metrics import plot_curves, read_rows, training_seconds
+from embedforge.train.metrics import plot_curves, read_rows, throughput, training_seconds
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         },
         workers=config.train.num_workers,
         final_metrics=rows[-1] if rows else {},
+        throughput=throughput(rows),
         checkpoint=str(result.checkpoint.path),
         selection=selection,
     )

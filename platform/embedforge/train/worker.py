@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -43,8 +44,8 @@ from embedforge.train.checkpoint import (
     save_checkpoint,
 )
 from embedforge.train.document_table import DocumentTable, frozen_document_texts
-from embedforge.train.gradcache import gradcache_step, plain_step
-from embedforge.train.inputs import Encoder, batch_inputs, batch_targets, collection_targets
+from embedforge.train.gradcache import gradcache_step, plain_step, rng_state, set_rng_state
+from embedforge.train.inputs import Encoder, TextInput, batch_inputs, batch_targets, collection_targets
 from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR
 from embedforge.train.metrics import Progress, append_row
 from embedforge.train.objective import objective
@@ -144,13 +145,54 @@ def _restore(
 
 
 class StepRunner:
-    """One optimizer step on one worker's slice of the global batch."""
+    """One optimizer step on one worker's slice of the global batch.
+
+    With GradCache on a single GPU, a step that runs out of GPU memory is redone with chunks of half the tokens
+    (down to one text): the gradients are the same whatever the chunking, so a profile's chunk budget written for
+    an H200 also trains on a smaller card. Several DDP workers could not redo a step together, so there the error
+    stands, naming the setting to lower."""
 
     def __init__(
         self, encoder: Encoder, module: torch.nn.Module, train: TrainConfig, bf16: bool, teacher: Encoder | None
     ) -> None:
         self.encoder, self.module, self.train, self.bf16, self.teacher = encoder, module, train, bf16, teacher
         self.params = [p for p in encoder.embedder.parameters() if p.requires_grad]
+        self.chunk_tokens = train.gradcache.chunk_tokens
+
+    def _backward(
+        self, queries: list[TextInput], documents: list[TextInput], loss_fn: Callable[..., Any]
+    ) -> dict[str, float]:
+        if not self.train.gradcache.enabled:
+            return plain_step(self.encoder, queries, documents, loss_fn)[1]
+        no_sync = self.module.no_sync if isinstance(self.module, DistributedDataParallel) else None
+        return gradcache_step(
+            self.encoder,
+            queries,
+            documents,
+            loss_fn,
+            self.train.gradcache.chunk_size,
+            no_sync,
+            lengths=self.encoder.token_lengths,
+            chunk_tokens=self.chunk_tokens,
+        )[1]
+
+    def _smaller_chunks(self, device: torch.device, longest: int) -> bool:
+        """Halve the GradCache chunks after running out of GPU memory (`longest`: the step's longest text in
+        tokens); False when that cannot help."""
+        if not self.train.gradcache.enabled or isinstance(self.module, DistributedDataParallel):
+            return False
+        budget = self.chunk_tokens or self.train.gradcache.chunk_size * longest
+        if budget <= longest:  # one text per chunk already
+            return False
+        self.chunk_tokens = max(longest, budget // 2)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        log.warning(
+            "GradCache ran out of GPU memory: redoing the step with chunks of at most %d tokens; "
+            "set train.gradcache.chunk_tokens to start there",
+            self.chunk_tokens,
+        )
+        return True
 
     def __call__(self, batch: Batch, stage: StageConfig, optimizer: torch.optim.Optimizer) -> dict[str, float]:
         queries, documents, per_example = batch_inputs(batch)
@@ -172,15 +214,19 @@ class StepRunner:
 
         device = self.encoder.embedder.device
         autocast = torch.autocast(device.type, dtype=torch.bfloat16) if self.bf16 else nullcontext()
-        self.encoder.tokens = 0
-        with autocast:
-            if self.train.gradcache.enabled:
-                no_sync = self.module.no_sync if isinstance(self.module, DistributedDataParallel) else None
-                _, metrics = gradcache_step(
-                    self.encoder, queries, documents, loss_fn, self.train.gradcache.chunk_size, no_sync
-                )
-            else:
-                _, metrics = plain_step(self.encoder, queries, documents, loss_fn)
+        rng = rng_state()
+        while True:
+            self.encoder.tokens = 0
+            try:
+                with autocast:
+                    metrics = self._backward(queries, documents, loss_fn)
+                break
+            except torch.OutOfMemoryError:
+                if not self._smaller_chunks(device, max(self.encoder.token_lengths([*queries, *documents]))):
+                    raise
+                optimizer.zero_grad(set_to_none=True)
+                set_rng_state(rng)  # the step again from its start: the same dropout masks as a fresh attempt
+        metrics["gradcache_chunk_tokens"] = self.chunk_tokens or 0
         metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.params, self.train.max_grad_norm))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,1 @@
+"""The GPU benchmark's parts (benchmarks/gpu.py): backbone shapes, random-weight folders, texts, measurements."""
