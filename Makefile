@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # Ray 2.60 turns token auth on for a head when ~/.ray/auth_token exists; its CLI only sends the token in this mode
 export RAY_AUTH_MODE := token
 
-.PHONY: setup models test lint demo demo-generalist demo-smoke gpu-check bench cluster-up cluster-down clean
+.PHONY: setup models test lint demo demo-generalist demo-smoke gpu-check gpu-bench bench cluster-up cluster-down clean
 
 setup: $(STAMP)
 
@@ -57,9 +57,14 @@ gpu-check: models
 	$(BIN)/python -m embedforge.pipeline.gpu_check
 
 bench: models
-	@for b in $(filter-out benchmarks/common.py benchmarks/render_docs.py,$(wildcard benchmarks/*.py)); do \
+	@for b in $(filter-out benchmarks/common.py benchmarks/render_docs.py benchmarks/gpu.py,$(wildcard benchmarks/*.py)); do \
 		echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	$(if $(HAS_GPU),$(BIN)/python benchmarks/gpu.py)
 	$(BIN)/python benchmarks/render_docs.py
+
+# the production profile's speed at real model sizes on this machine's GPU against sentence-transformers (about 8 min)
+gpu-bench: models
+	$(BIN)/python benchmarks/gpu.py
 
 cluster-up: setup
 	$(BIN)/embedforge cluster up

@@ -18,7 +18,7 @@ import torch
 from embedforge.config.model import ModelConfig
 from embedforge.model.flops import EmbedderFlops, TransformerShape, mfu
 
-from .measure import peak_gib, reset_peak, timed
+from .measure import keep, peak_gib, reset_peak, timed
 from .texts import TextCutter
 
 log = logging.getLogger("bench.gpu.encode")
@@ -90,11 +90,17 @@ def encode_phase(settings: dict[str, Any], shape: str, folder: Path) -> dict[str
         row["peak_gib"] = peak_gib(device)
         results["workloads"].setdefault(workload, []).append(row)
         log.info("%s %s: %s", shape, workload, row)
+        keep({shape: results})
         return row
 
     embedder.encode_documents(warm, batch_size=plan["batch"])
     for workload in workloads:
         measure("embedforge", lambda t: embedder.encode_documents(t, batch_size=plan["batch"]), workload)
+    if plan.get("model_only"):  # the GPU's share: the same batches tokenized beforehand, only the model timed
+        for workload, texts in workloads.items():
+            batches, _ = embedder.batch_plan(texts, None, "document", plan["batch"])
+            inputs = [embedder.tokenize([texts[i] for i in idx], kind="document").to(device) for idx in batches]
+            measure("embedforge", lambda _t, b=inputs: forward_all(embedder, b), workload)["model_only"] = True
     # the fast path (packed decoder / unpadded BERT on real tokens) against the model's own padded forward
     sample = workloads["mixed"][:32]
     fast = embedder.encode_documents(sample, batch_size=8)
@@ -109,14 +115,33 @@ def encode_phase(settings: dict[str, Any], shape: str, folder: Path) -> dict[str
     for workload in workloads:
         for label, batch in (("default", plan["st_default_batch"]), ("same", plan["batch"])):
             name = f"sentence-transformers (batch {batch})"
-            measure(name, lambda t, b=batch: st.encode(t, batch_size=b, convert_to_numpy=True), workload)["batch"] = (
-                label
-            )
+            row = measure(name, lambda t, b=batch: st.encode(t, batch_size=b, convert_to_numpy=True), workload)
+            row["batch"] = label
+    if plan.get("model_only"):  # its own batches (longest first, as its encode sorts them), tokenized beforehand
+        for workload, texts in workloads.items():
+            order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+            chunks = [order[i : i + plan["batch"]] for i in range(0, len(order), plan["batch"])]
+            features = [on_device(st.preprocess([texts[i] for i in idx]), device) for idx in chunks]
+            name = f"sentence-transformers (batch {plan['batch']})"
+            row = measure(name, lambda _t, f=features: forward_all(st, f), workload)
+            row.update(model_only=True, batch="same")
     return results
 
 
+@torch.inference_mode()
+def forward_all(model: Any, batches: list[Any]) -> None:
+    for batch in batches:
+        model(batch)
+
+
+def on_device(features: dict[str, Any], device: str) -> dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+
+
 def best_vs(rows: list[dict[str, Any]], key: str = "tokens_per_s") -> dict[str, float]:
-    """embedforge's rate over each sentence-transformers setting's, and over the best of them."""
+    """embedforge's rate over each sentence-transformers setting's, and over the best of them (texts to vectors;
+    rows timing the model alone are left out)."""
+    rows = [r for r in rows if not r.get("model_only")]
     ours = next(r[key] for r in rows if r["system"] == "embedforge")
     theirs = {r["batch"]: r[key] for r in rows if r["system"] != "embedforge"}
     out = {f"vs_st_{label}": round(ours / rate, 3) for label, rate in theirs.items()}

@@ -25,7 +25,7 @@ from embedforge.model.flops import EmbedderFlops, TransformerShape, mfu
 from embedforge.paths import REPO_ROOT
 from embedforge.train.batching import Batch, BatchItem
 
-from .measure import peak_gib, reset_peak, timed
+from .measure import keep, peak_gib, profile, reset_peak, timed
 from .texts import TextCutter
 
 log = logging.getLogger("bench.gpu.train")
@@ -33,7 +33,7 @@ PROFILE = REPO_ROOT / "configs" / "nv-embed-v2.yaml"
 NEGATIVES = 7
 
 
-def profile(folder: Path, settings: dict[str, Any], compiled: bool) -> Any:
+def profile_config(folder: Path, settings: dict[str, Any], compiled: bool) -> Any:
     """configs/nv-embed-v2.yaml on this backbone folder and lengths (its model and train sections as they are)."""
     length = settings["max_length"]
     gpu = str(settings["device"] == "cuda").lower()
@@ -108,7 +108,7 @@ def ours_phase(
     from embedforge.train.worker import StepRunner, use_bf16
 
     device, peaks = settings["device"], settings["peaks"]
-    config = profile(folder, settings, compiled)
+    config = profile_config(folder, settings, compiled)
     stage, train = config.train.stages[0], config.train
     torch.manual_seed(0)
     embedder = build_trainable(config).to(device)
@@ -153,8 +153,22 @@ def ours_phase(
             peak_gib(device),
         )
         row["loss_finite"] = bool(math.isfinite(metrics["loss"]))
+        if settings["train"].get("profile"):
+            row["profile"] = profile(lambda b=batches[-1]: runner(b, stage, optimizer), device)
         out[workload] = row
         log.info("%s: %s", workload, row)
+        keep(out)
+    uniform = workloads(settings, cutter, queries)["uniform"]
+    for chunk_tokens in settings["train"].get("chunk_sweep", []) if "uniform" in which else []:
+        runner.chunk_tokens = chunk_tokens  # what train.gradcache.chunk_tokens would set: memory against speed
+        runner(uniform[0], stage, optimizer)
+        reset_peak(device)
+        seconds, metrics = timed(lambda b=uniform[-1]: runner(b, stage, optimizer), device)
+        lengths = [settings["max_length"]] * (len(uniform[-1].items) * (2 + NEGATIVES))
+        row = step_rows("embedforge", [seconds], metrics["tokens"], flops.train_step(lengths), peaks, peak_gib(device))
+        out.setdefault("chunk_sweep", {})[str(chunk_tokens)] = row
+        log.info("chunk_tokens %d: %s", chunk_tokens, row)
+        keep(out)
     return out
 
 
@@ -170,7 +184,7 @@ def st_phase(settings: dict[str, Any], folder: Path, queries: int) -> dict[str, 
     from .encoding import sentence_transformer
 
     device, peaks = settings["device"], settings["peaks"]
-    config = profile(folder, settings, compiled=False)
+    config = profile_config(folder, settings, compiled=False)
     torch.manual_seed(0)
     st = sentence_transformer(folder, device, settings["max_length"], decoder=True)
     st.add_adapter(LoraConfig(r=16, lora_alpha=32, lora_dropout=0.1, target_modules="all-linear"))

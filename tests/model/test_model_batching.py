@@ -11,6 +11,7 @@ import numpy as np
 from embedforge.config.model import ModelConfig
 from embedforge.model import load_embedder
 from embedforge.model.batching import budget_batches, length_sorted_batches, prefetched
+from embedforge.model.embedder import TOKENIZER_THREADS
 
 
 def test_budget_batches_go_longest_first_within_the_token_budget():
@@ -41,9 +42,9 @@ def test_threaded_tokenization_gives_the_inline_vectors(tiny_model_dir, monkeypa
     texts = [f"text number {i} " + "word " * (i % 7) for i in range(40)]
     inline = embedder.encode_documents(texts, batch_size=4)
     counted = embedder.texts_encoded
-    plan = embedder._plan
-    monkeypatch.setattr(embedder, "_plan", lambda *a: (plan(*a)[0], 3))  # as on a GPU: 3 threads tokenize ahead
+    plan = embedder.batch_plan
+    monkeypatch.setattr(embedder, "batch_plan", lambda *a: (plan(*a)[0], 3))  # as on a GPU: 3 threads tokenize ahead
     threaded = embedder.encode_documents(texts, batch_size=4)
     assert np.array_equal(inline, threaded)
     assert embedder.texts_encoded == 2 * counted
-    assert embedder._spare_tokenizers is not None and embedder._spare_tokenizers.qsize() >= 3
+    assert embedder._spare_tokenizers.qsize() == TOKENIZER_THREADS  # every copy back in the pool

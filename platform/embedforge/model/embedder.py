@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import queue
 import time
 from collections.abc import Sequence
@@ -36,7 +37,9 @@ from embedforge.model.unpadded import UnpaddedBertModel
 log = logging.getLogger(__name__)
 Kind = Literal["query", "document"]
 Packing = Literal["auto", "always", "never"]
-TOKENIZER_THREADS = 4  # batches tokenized ahead of a GPU (the tokenizer releases the GIL)
+# batches tokenized ahead of a GPU on this many threads (the Rust tokenizer releases the GIL; on an H200 host a small
+# encoder's forward pass outruns one core's tokenizer ~8-fold: benchmarks/results/gpu.json)
+TOKENIZER_THREADS = max(2, min(8, (os.cpu_count() or 2) // 2))
 
 
 class Embedder(nn.Module):
@@ -246,7 +249,7 @@ class Embedder(nn.Module):
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         started, truncated_before = time.perf_counter(), self.texts_truncated
         frozen = self.frozen_side(kind, task)
-        batches, workers = self._plan(texts, task, kind, batch_size, examples, frozen)
+        batches, workers = self.batch_plan(texts, task, kind, batch_size, examples)
 
         spares = self._thread_tokenizers() if workers else None
 
@@ -280,14 +283,13 @@ class Embedder(nn.Module):
             )
         return result
 
-    def _plan(
+    def batch_plan(
         self,
         texts: Sequence[str],
         task: str | None,
         kind: Kind,
         batch_size: int,
-        examples: Sequence[Sequence[Demonstration]] | None,
-        frozen: bool,
+        examples: Sequence[Sequence[Demonstration]] | None = None,
     ) -> tuple[list[list[int]], int]:
         """The batches `encode` runs and how many threads tokenize ahead. On a CPU: `batch_size` texts of similar
         length, tokenized inline. On a GPU, where the model computes the real tokens only (packed decoders,
@@ -295,8 +297,10 @@ class Embedder(nn.Module):
         so short texts fill the matrix products too; a text's tokens are bounded by its UTF-8 bytes plus its
         instruction and special tokens (a token spans at least one byte), and batches are tokenized on threads
         while the GPU works."""
-        backbone = self.document_backbone if frozen else self.backbone
-        if self.device.type != "cuda" or not (self._runs_packed(backbone) or self._runs_unpadded(backbone)):
+        backbone = self.document_backbone if self.frozen_side(kind, task) else self.backbone
+        with torch.inference_mode():  # what encode runs in (the unpadded path is for inference only)
+            fast = self._runs_packed(backbone) or self._runs_unpadded(backbone)
+        if self.device.type != "cuda" or not fast:
             return length_sorted_batches(texts, batch_size), 0
         max_length = self.config.max_query_length if kind == "query" else self.config.max_doc_length
         prefixes = self.prefixes(len(texts), kind, task, examples)

@@ -11,9 +11,11 @@ tokens in all; the number of truncated inputs is counted.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
@@ -82,13 +84,11 @@ def tokenize_pairs(
         raise TypeError(f"texts must be strings; item {bad[0]} is {type(texts[bad[0]]).__name__}")
     lead, tail = special_frame(tokenizer)
     unique_prefixes = sorted(set(prefixes))
-    prefix_ids = dict(
-        zip(unique_prefixes, tokenizer(unique_prefixes, add_special_tokens=False)["input_ids"], strict=True)
-    )
-    text_ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
-    rows: list[tuple[list[int], int]] = []
+    prefix_ids = dict(zip(unique_prefixes, token_ids(tokenizer, unique_prefixes), strict=True))
+    rows: list[list[int]] = []
+    heads: list[int] = []
     truncated = 0
-    for prefix, body in zip(prefixes, text_ids, strict=True):
+    for prefix, body in zip(prefixes, token_ids(tokenizer, texts), strict=True):
         head = lead + prefix_ids[prefix]
         budget = max_length - len(head) - len(tail)
         if budget < 1:
@@ -99,19 +99,34 @@ def tokenize_pairs(
         if len(body) > budget:
             body = body[:budget]
             truncated += 1
-        rows.append((head + body + tail, len(head)))
-    width = max((len(ids) for ids, _ in rows), default=0)
+        rows.append(head + body + tail)
+        heads.append(len(head))
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    n = len(rows)
-    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    pool = torch.zeros((n, width), dtype=torch.long)
-    positions = torch.zeros((n, width), dtype=torch.long)
-    for i, (ids, head_len) in enumerate(rows):
-        start = 0 if padding_side == "right" else width - len(ids)
-        span = slice(start, start + len(ids))
-        input_ids[i, span] = torch.tensor(ids)
-        attention[i, span] = 1
-        pool[i, start + (0 if pool_all else head_len) : start + len(ids)] = 1
-        positions[i, span] = torch.arange(len(ids))
-    return EncodedBatch(input_ids, attention, pool, positions, truncated)
+    columns = np.arange(width)
+    # each row's real tokens: the first `length` columns (right padding) or the last (left padding)
+    real = columns < lengths[:, None] if padding_side == "right" else columns >= width - lengths[:, None]
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    input_ids[real] = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    positions = np.where(real, np.cumsum(real, axis=1) - 1, 0)
+    first_pooled = 0 if pool_all else np.asarray(heads, dtype=np.int64)[:, None]
+    pool = real & (positions >= first_pooled)
+    as_long = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))  # noqa: E731
+    return EncodedBatch(as_long(input_ids), as_long(real), as_long(pool), as_long(positions), truncated)
+
+
+def token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]) -> list[list[int]]:
+    """Each text's token ids without special tokens. A fast tokenizer's Rust backend encodes them directly (the
+    transformers wrapper's per-text Python bookkeeping, under the GIL, was most of the cost on a GPU host whose
+    threads tokenize ahead); its truncation and padding are switched off first, as the wrapper does."""
+    if not texts:
+        return []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    return [encoding.ids for encoding in backend.encode_batch(list(texts), add_special_tokens=False)]
