@@ -163,7 +163,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     from embedforge.config.evaluate import EvaluateConfig
     from embedforge.config.mine import MineConfig, SelectionConfig
     from embedforge.config.model import LoraConfig, ModelConfig
-    from embedforge.config.train import DistillConfig, InfoNCEConfig, MatryoshkaConfig, TrainConfig
+    from embedforge.config.train import DistillConfig, GradCacheConfig, InfoNCEConfig, MatryoshkaConfig, TrainConfig
 
     sections = (
         Section,
@@ -180,11 +180,12 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
         MineConfig: {"soft_labels_from": None},
         SelectionConfig: {"max_positive_rank": None, "keep_untagged_negatives": False},
         LoraConfig: {"top_layers": None},
-        ModelConfig: {"frozen_documents": False},
+        ModelConfig: {"frozen_documents": False, "compile": False},
         DistillConfig: {"scores": "mined", "over": "candidates", "positive": "as_scored"},
         InfoNCEConfig: {"symmetric": False},
         EvaluateConfig: {"dimensions": []},
     }
+    assert GradCacheConfig.implicit_values == {"chunk_tokens": None}
     assert TrainConfig.implicit_values == {
         "wise_ft_alpha": 1,
         "freeze_token_embeddings": False,
@@ -197,6 +198,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     assert not {"max_positive_rank", "keep_untagged_negatives"} & set(dump["mine"]["selection"])
     assert "top_layers" not in dump["model"]["lora"] and "lora" in dump["model"]
     assert "frozen_documents" not in dump["model"] and "over" not in dump["train"]["stages"][0]["losses"]["distill"]
+    assert "compile" not in dump["model"] and "chunk_tokens" not in dump["train"]["gradcache"]
 
     changed = load_config(
         REPO / "configs" / "local.yaml",
@@ -210,5 +212,6 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     assert DistillConfig(positive="top").model_dump()["positive"] == "top"
     assert "positive" not in DistillConfig().model_dump()
     assert ModelConfig(frozen_documents=True).model_dump()["frozen_documents"] is True
+    assert ModelConfig(compile=True).model_dump()["compile"] is True
     assert "scores" not in DistillConfig().model_dump()
     assert "symmetric" not in InfoNCEConfig().model_dump() and InfoNCEConfig(symmetric=True).model_dump()["symmetric"]

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def _dashboard_port() -> int:
 
 
 @pytest.mark.slow
-def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
+def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster, tiny_model_dir):
     port = _dashboard_port()
     url = f"http://127.0.0.1:{port}"
     monkeypatch.setattr(local, "DASHBOARD_URL", url)
@@ -116,6 +117,15 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
             joined.stdout[-2000:] + joined.stderr[-2000:]
         )
         assert int(joined.stdout.strip().splitlines()[-1].split()[0]) >= 1
+        # a plain shell after `make demo`: neither RAY_ADDRESS nor RAY_AUTH_MODE, the head found on its port
+        for command in (
+            [str(BIN / "embedforge"), "cluster", "status"],
+            [sys.executable, "-c", "from embedforge.cluster.local import connect; import ray; connect(); "
+             "print('joined', int(ray.cluster_resources()['CPU']))"],
+        ):  # fmt: skip
+            done = cli(*command, path_env=plain)
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+        assert done.stdout.strip().splitlines()[-1] == "joined 2"
         run_dir = tmp_path / "run"
         submission = f"embedforge-smoke-test-{os.getpid()}"
         job = cli(
@@ -149,6 +159,18 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
         examples = read_parquet(run_dir / "smoke" / "data", TrainingExample)
         assert len(examples) == manifest["counts"]["examples"] > 0
         assert {e.task_type for e in examples} == {"pair"}
+        # two replicas of 1 CPU and the gateway cannot fit the 2-CPU head: one error line at once, naming the fix
+        # (the model as a folder: the head runs with a fresh HOME, whose model cache is empty)
+        serve = [str(BIN / "embedforge"), "serve", "configs/tiny.yaml", "--model", str(tiny_model_dir), "--detach"]
+        two = ["--set", "serve.autoscaling.min_replicas=2", "--set", "serve.autoscaling.max_replicas=2"]
+        started = time.monotonic()
+        refused = cli(*serve, *two, path_env=plain)
+        assert refused.returncode == 1 and time.monotonic() - started < 60
+        assert "Traceback" not in refused.stderr
+        lines = [line for line in refused.stderr.splitlines() if line.startswith("serve error:")]
+        assert len(lines) == 1 and "asks for 2.1 CPU" in lines[0] and "--set serve.num_cpus=0.5" in lines[0], lines
+        served = cli(*serve, *two, "--set", "serve.num_cpus=0.5", "--set", "serve.port=0", path_env=plain)
+        assert served.returncode == 0 and served.stdout.strip().startswith("http://"), served.stderr[-2000:]
     finally:
         if not already_up:
             down = cli(str(BIN / "embedforge"), "cluster", "down", path_env=bare_env)
@@ -164,19 +186,20 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster):
     assert ray_cluster.get(still_alive.remote(), timeout=120) == 1  # `cluster down` spared this private cluster
 
 
-def test_a_head_named_by_address_gets_the_token_only_when_there_is_one(tmp_path, monkeypatch):
+def test_a_joined_head_gets_the_token_only_when_there_is_one(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(name, raising=False)
-    local.use_token_auth_for_address()
-    assert "RAY_AUTH_MODE" not in os.environ  # no token: connect without one
+    local.use_token_auth()
+    assert "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_MODE" not in local.client_env()  # no token: none sent
     (tmp_path / ".ray").mkdir()
     (tmp_path / ".ray" / "auth_token").write_text("t" * 32)
-    local.use_token_auth_for_address()
+    assert local.client_env()["RAY_AUTH_MODE"] == "token"  # Ray's CLI run by a command sends it
+    local.use_token_auth()
     assert os.environ["RAY_AUTH_MODE"] == "token"
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    local.use_token_auth_for_address()
-    assert os.environ["RAY_AUTH_MODE"] == "disabled"  # an explicit mode is the user's
+    local.use_token_auth()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" == local.client_env()["RAY_AUTH_MODE"]  # the user's choice
 
 
 def test_a_missing_ray_token_is_made_once_and_never_printed(tmp_path, monkeypatch, caplog):

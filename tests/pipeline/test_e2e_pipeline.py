@@ -335,6 +335,18 @@ def _check_run(run_dir: Path, record: dict, capsys) -> None:
     assert "| trained | cpu | 0 | float32 | 0 |" in (run_dir / "evaluate" / "report.md").read_text()
     exports = record["steps"]["export"]["exports"]
     assert set(exports) == {"merged", "sentence_transformers"}
+    # each export's model card names the run, its data with counts, and the run's evaluation of the model
+    train = read_manifest(run_dir / "train")
+    report = json.loads((run_dir / "evaluate" / "report.json").read_text())
+    for fmt in exports:
+        card = (run_dir / "train" / "export" / fmt / "README.md").read_text()
+        assert f"- run: {record['run_dir']}\n" in card and f"- settings hash: {train['config_hash']}" in card
+        for name, count in train["counts"].items():
+            if name.startswith("examples."):
+                assert f"- {name.removeprefix('examples.')}: {count} examples" in card
+        for task, info in report["tasks"].items():
+            if "trained" in info["scores"]:
+                assert f"| {task} | {info['main_metric']} | {info['scores']['trained']:.4f} |" in card
 
     # one served embedding equals the exported model's own document embedding
     config = load_config(REPO / TINY)

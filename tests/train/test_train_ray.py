@@ -56,10 +56,31 @@ def _metrics(path):
         return list(csv.DictReader(f))
 
 
-def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config, tmp_path):
+def read_scalars(folder):
+    """TensorBoard's scalars in `folder` as {tag: {step: value}}, later event files (a resumed attempt) winning:
+    the TFRecord framing (length, its CRC, the record, its CRC) read directly, each record an Event."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in sorted(folder.glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3]):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            length = int.from_bytes(data[at : at + 8], "little")
+            event = Event.FromString(data[at + 12 : at + 12 + length])
+            at += 16 + length
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config, tmp_path, monkeypatch):
+    import mlflow
+
     from embedforge.model import load_encoder
     from embedforge.train.run import run_train
 
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file://{tmp_path / 'mlruns'}")  # the workers get them with their job
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps its file store behind this switch
     config = _config(tiny_config)
     out = tmp_path / "train"
     result: dict = {}
@@ -108,6 +129,24 @@ def test_killed_worker_run_resumes_exactly_and_exports(ray_cluster, tiny_config,
     assert [final[s]["stage"] for s in sorted(final)] == ["retrieval"] * STEPS[0] + ["blend"] * STEPS[1]
     assert all(final[s]["loss_pair_bce"] for s in range(STEPS[0] + 1, sum(STEPS) + 1))
     assert all(float(final[s]["loss_matryoshka"]) > 0 for s in final)
+
+    # the same per-step values in TensorBoard's event files (each loss term, lr, gradient norm, tokens/s) and in
+    # the MLflow run of the attempt that wrote them
+    scalars = read_scalars(out / "tensorboard")
+    assert manifest["outputs"]["tensorboard"] == str(out / "tensorboard")
+    for name in ("loss", "loss_infonce", "loss_matryoshka", "accuracy", "lr", "grad_norm", "tokens_per_s"):
+        logged = scalars[f"train/{name}"]
+        assert sorted(logged) == sorted(final), name
+        for step, row in final.items():
+            assert logged[step] == pytest.approx(float(row[name]), rel=1e-5, abs=1e-7), (name, step)
+    assert sorted(scalars["train/loss_pair_bce"]) == list(range(STEPS[0] + 1, sum(STEPS) + 1))
+    runs = mlflow.search_runs(experiment_names=["embedforge"], output_format="list")
+    assert sorted(r.info.run_name.rsplit("-", 1)[1] for r in runs) == ["attempt1", "attempt2"]
+    second = next(r for r in runs if r.info.run_name.endswith("attempt2"))
+    assert second.data.params["train.gradcache.chunk_size"] == "3"
+    history = {m.step: m.value for m in mlflow.MlflowClient().get_metric_history(second.info.run_id, "loss")}
+    assert sorted(history) == list(range(resumed + 1, sum(STEPS) + 1))
+    assert all(history[step] == pytest.approx(float(final[step]["loss"]), rel=1e-5) for step in history)
 
     outputs = manifest["outputs"]
     assert (out / "curves.png").stat().st_size > 10_000

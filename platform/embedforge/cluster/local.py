@@ -32,6 +32,7 @@ DASHBOARD_URL = f"http://{DASHBOARD_HOST}:{DASHBOARD_PORT}"
 HEAD_PORT = 6390  # not Ray's default 6379, so a head started by someone else is never mistaken for ours
 HEAD_ADDRESS = f"{DASHBOARD_HOST}:{HEAD_PORT}"
 AUTH_MODE = "token"
+_joined: list[str] = []  # how `connect` joined a cluster in this process: "address", "head" or "private"
 
 
 def head_temp_dir() -> Path:
@@ -227,7 +228,7 @@ def down(timeout_s: float = 15.0) -> int:
 
 
 def status() -> int:
-    return subprocess.run([_ray_bin(), "status", f"--address={HEAD_ADDRESS}"], check=False).returncode
+    return subprocess.run([_ray_bin(), "status", f"--address={HEAD_ADDRESS}"], env=client_env(), check=False).returncode
 
 
 def token_available() -> bool:
@@ -239,17 +240,27 @@ def token_available() -> bool:
     return Path(path).is_file() if path else (Path.home() / ".ray" / "auth_token").is_file()
 
 
-def use_token_auth_for_address() -> None:
-    """Send the token to a head named by address when the user has one and set no mode.
+def use_token_auth() -> None:
+    """Present this user's Ray token when joining a head and no `RAY_AUTH_MODE` is set.
 
-    Ray enables token mode by itself only for a cluster it finds on its own; with an explicit address (RAY_ADDRESS)
-    a client without `RAY_AUTH_MODE=token` sends no token and a token-auth head refuses it ("Failed to connect to
-    Ray cluster"). A head without token authentication ignores the token, so presenting it is harmless there."""
+    Ray's clients send the token (~/.ray/auth_token) only in token mode, which a plain shell does not set (`make`
+    exports it): without it a token-auth head refuses the connection ("Authentication token is missing or
+    incorrect", then "Failed to connect to Ray cluster"). Ray reads its RAY_* settings once, when it loads, so they
+    are read again here, as Ray's own setup does. A head without token authentication ignores the token."""
     if "RAY_AUTH_MODE" not in os.environ and token_available():
         os.environ["RAY_AUTH_MODE"] = AUTH_MODE
         from ray._raylet import Config
 
-        Config.initialize("")  # Ray reads its RAY_* settings once, when it loads: refresh them, as Ray's own setup does
+        Config.initialize("")
+
+
+def client_env() -> dict[str, str]:
+    """The environment for Ray's CLI (`ray status`, `ray job submit|status|logs`) run by a command: the token mode
+    set when this user has a token and no mode is set (`use_token_auth`)."""
+    env = dict(os.environ)
+    if "RAY_AUTH_MODE" not in env and token_available():
+        env["RAY_AUTH_MODE"] = AUTH_MODE
+    return env
 
 
 def connect(num_cpus: int | None = None) -> None:
@@ -260,14 +271,23 @@ def connect(num_cpus: int | None = None) -> None:
         return
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if os.environ.get("RAY_ADDRESS"):
-        use_token_auth_for_address()
+        use_token_auth()
         ray.init(address=os.environ["RAY_ADDRESS"], log_to_driver=True)
+        _joined[:] = ["address"]
     elif head_running():
-        os.environ.setdefault("RAY_AUTH_MODE", AUTH_MODE)
+        use_token_auth()
         ray.init(address=HEAD_ADDRESS, log_to_driver=True)
+        _joined[:] = ["head"]
     else:
         context = start_private_cluster(num_cpus or os.cpu_count() or 1, default_object_store_bytes())
         log.info("started a private Ray cluster for this command; dashboard: http://%s", context.dashboard_url)
+        _joined[:] = ["private"]
+
+
+def fixed_size_cluster() -> bool:
+    """Whether `connect` joined a cluster that cannot grow: this project's local head or a private one (a cluster
+    named by RAY_ADDRESS may have an autoscaler; a cluster this process did not join through `connect` is unknown)."""
+    return _joined in (["head"], ["private"])
 
 
 def start_private_cluster(num_cpus: int, object_store_memory: int, **init_kwargs: Any) -> Any:

@@ -102,6 +102,12 @@ class ServeConfig(Section):
     )
     api_keys_reload_s: float = Field(10.0, gt=0)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    placement_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="how long a deployment whose resources the cluster does not have free waits for them (an "
+        "autoscaler adding a node) before it fails; on a cluster of a fixed size one that can never fit fails at once",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeConfig:

@@ -1,7 +1,9 @@
 """A generated model card (README.md) for exported embedders: what it is, how to call it, what it was trained on.
 
-`info` may carry `training_data` (list of source names or {name: count}), `evaluation` ({task: {metric: value}})
-and `notes`; unknown parts are stated as unknown rather than invented.
+`info` may carry `training_run` ({what: value}: the run dir, config, settings hash, steps), `training_data` (list of
+source names or {name: count}) with `data_origin` ({name: "mine" | "source"}), `evaluation` ({task: {metric:
+value}}) and `notes`; unknown parts are stated as unknown rather than invented. Training writes the card with its
+run and data; the pipeline adds the run's evaluation once it has scored the model (`with_evaluation`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,37 @@ from embedforge.config.model import InstructionConfig
 from embedforge.model.embedder import Embedder
 from embedforge.model.instructions import render_prefix
 
+EVALUATION = "## Evaluation\n\n"
+ORIGINS = {"mine": "with the negatives and teacher scores mining gave them", "source": "as the source gives them"}
+
+
+def _training_run(info: dict[str, Any]) -> str:
+    run = info.get("training_run")
+    if not run:
+        return ""
+    return "## Training run\n\n" + "".join(f"- {what}: {value}\n" for what, value in run.items()) + "\n"
+
 
 def _training_data(info: dict[str, Any]) -> str:
     data = info.get("training_data")
     if not data:
         return "- not recorded (no training run attached to this export)\n"
     if isinstance(data, dict):
-        return "".join(f"- {name}: {count} examples\n" for name, count in data.items())
+        origin = info.get("data_origin") or {}
+        return "".join(
+            f"- {name}: {count} examples" + (f", {ORIGINS[origin[name]]}" if origin.get(name) in ORIGINS else "") + "\n"
+            for name, count in data.items()
+        )
     return "".join(f"- {name}\n" for name in data)
+
+
+def with_evaluation(card: str, evaluation: dict[str, dict[str, float]], source: str) -> str:
+    """The card with its evaluation section replaced by `evaluation` ({task: {metric: value}}), scored by
+    `source` (e.g. the run's evaluation report)."""
+    start = card.index(EVALUATION) + len(EVALUATION)
+    end = card.find("\n## ", start)
+    section = f"From {source}:\n\n" + _evaluation({"evaluation": evaluation})
+    return card[:start] + section + (card[end:] if end != -1 else "")
 
 
 def _evaluation(info: dict[str, Any]) -> str:
@@ -87,8 +112,9 @@ def render_card(
         "build exactly this prompt; with sentence-transformers pass the same text as `prompt`, e.g. "
         f"`prompt={_demonstration_prompt(instr)!r}`.\n\n"
         f"## Usage\n\n{usage}\n"
+        f"{_training_run(info)}"
         f"## Training data\n\n{_training_data(info)}\n"
-        f"## Evaluation\n\n{_evaluation(info)}" + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
+        f"{EVALUATION}{_evaluation(info)}" + (f"\n## Notes\n\n{info['notes']}\n" if info.get("notes") else "")
     )
 
 

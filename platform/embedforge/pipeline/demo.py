@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         _say("the verdict: the model this run started from, the one you already have, and the trained one", started)
         print(outcome_table(config, run_dir))
     _say(f"demo finished in {time.time() - started:.0f}s", started)
+    if (run_dir / "train" / "tensorboard").is_dir():
+        print("Training curves (each loss term, learning rate, gradient norm, tokens/s) in TensorBoard:")
+        print(f"  {Path(sys.executable).parent / 'tensorboard'} --logdir {run_dir / 'train'}")
     print("The deployment keeps running. Stop it with:")
     print(f"  {Path(sys.executable).parent / 'serve'} shutdown --address {dashboard} -y   # the embedder only")
     print("  make cluster-down                                   # the whole local Ray head")

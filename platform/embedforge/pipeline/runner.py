@@ -65,16 +65,24 @@ def _banner(text: str) -> None:
 
 
 def _preflight(config: EmbedforgeConfig) -> None:
-    """Log what the config needs against what the cluster has now (an autoscaler may still add nodes)."""
+    """Log what the config needs against what the cluster has now. A stage that the cluster cannot hold fails the
+    run before its first step on a cluster that cannot grow (this project's local head, a private cluster); on a
+    cluster named by RAY_ADDRESS an autoscaler may still add nodes, so there it is a warning."""
     import ray
 
-    from embedforge.cluster.local import connect
+    from embedforge.cluster.local import connect, fixed_size_cluster
 
     connect()
     have = {k: float(v) for k, v in ray.cluster_resources().items()}
     shown = {k: v for k, v in have.items() if k in ("CPU", "GPU")}
     log.info("cluster now: %s; GPUs needed per stage: %s", shown, stage_gpus(config))
-    for problem in shortfalls(config, have):
+    problems = shortfalls(config, have)
+    if problems and fixed_size_cluster():
+        raise PipelineError(
+            f"{'; '.join(problems)}. This cluster cannot grow: lower those settings (`--set`) or run on a larger "
+            "cluster (RAY_ADDRESS)"
+        )
+    for problem in problems:
         log.warning("%s (fine only if the autoscaler adds nodes)", problem)
 
 
@@ -108,12 +116,12 @@ def run_pipeline(
         from embedforge.train.run import check_matryoshka_dims
 
         check_matryoshka_dims(config)
+    _preflight(config)
     for step in steps:  # every step listed in order from the start: pending until it runs
         status = "pending" if step in active else "skipped by request" if step.name in skip else "disabled"
         record["steps"][step.name] = {"status": status}
     with staged(run_dir) as local:
         _write(local, record)
-    _preflight(config)
     for number, step in enumerate(active, 1):
         _banner(f"[{number}/{len(active)}] {step.name}: {step.title}")
         # each step in a run dir of its own: a run dir in object storage is pulled before and pushed after it

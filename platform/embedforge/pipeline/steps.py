@@ -121,15 +121,37 @@ def _evaluate(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
 
 
 def _export(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
-    """Training writes the exports (merged checkpoint + sentence-transformers folder); check both are there."""
+    """Training writes the exports (merged checkpoint + sentence-transformers folder); check both are there, and
+    put the run's evaluation of the trained model into their model cards."""
+    from embedforge.model.card import with_evaluation
+
+    evaluation = trained_model_scores(run_dir)
     found = {}
     for fmt in EXPORT_FORMATS:
         folder = export_dir(run_dir, fmt)
         files = [p for p in folder.rglob("*") if p.is_file()] if folder.is_dir() else []
         if not files:
             raise FileNotFoundError(f"export {fmt!r} missing or empty at {folder}: training did not export it")
+        card = folder / "README.md"
+        if evaluation and card.is_file():
+            card.write_text(
+                with_evaluation(card.read_text(), evaluation, "the run's evaluation (evaluate/report.json)")
+            )
         found[fmt] = {"path": str(folder), "files": len(files), "bytes": sum(p.stat().st_size for p in files)}
     return {"exports": found}
+
+
+def trained_model_scores(run_dir: Path) -> dict[str, dict[str, float]]:
+    """The trained model's main score on each task of the run's evaluation report ({} before evaluation)."""
+    report = run_dir / "evaluate" / "report.json"
+    if not report.is_file():
+        return {}
+    tasks = json.loads(report.read_text()).get("tasks", {})
+    return {
+        task: {info["main_metric"]: float(info["scores"][TRAINED])}
+        for task, info in tasks.items()
+        if TRAINED in info.get("scores", {})
+    }
 
 
 def deploy_decision(config: EmbedforgeConfig, run_dir: Path) -> DeployDecision | None:

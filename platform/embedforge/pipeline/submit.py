@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from embedforge.cluster.local import _ray_bin
+from embedforge.cluster.local import _ray_bin, client_env
 from embedforge.paths import REPO_ROOT
 from embedforge.runs.store import is_remote
 
@@ -69,6 +69,7 @@ def submit_pipeline(
     ready_wait_s: float = 180.0,
 ) -> int:
     """Submit, stream the job's log here until it ends; 0 only if the job SUCCEEDED."""
+    env = client_env() if env is None else env
     submission_id = f"embedforge-pipeline-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = pipeline_command(address, config_path, run_dir, extra_args, submission_id)
     log.info("$ %s", shlex.join(cmd))

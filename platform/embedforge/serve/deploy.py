@@ -179,7 +179,9 @@ def deploy(
     model_config: ModelConfig | None = None,
 ) -> str:
     """Start (or update) the application on the current Ray cluster and return its base URL once ready.
-    `model_config`: the settings a plain backbone is loaded with (default: its own)."""
+    `model_config`: the settings a plain backbone is loaded with (default: its own). An application the cluster
+    cannot place fails at once on a cluster of a fixed size, and after `serve.placement_timeout_s` elsewhere
+    (`serve/placement.py`), naming what it asked for and the setting that changes it."""
     from embedforge.cluster.local import connect
 
     serve_config = serve_section(config)
@@ -196,6 +198,10 @@ def deploy(
         },
         logging_config=logging_config(serve_config),
     )
+    problem = _placement(serve_config)
+    if problem is not None:
+        wait_ready_s = min(wait_ready_s, serve_config.placement_timeout_s)
+        log.warning("%s; waiting up to %.0f s for them (serve.placement_timeout_s)", problem, wait_ready_s)
     host, actual = _proxy_address(serve_config.host, wanted)
     if actual != wanted:
         log.warning("Serve already runs on port %d on this cluster; port %d is ignored", actual, wanted)
@@ -203,9 +209,35 @@ def deploy(
     app = build_app(config, ref, model_config)
     serve.run(app, name=serve_config.name, route_prefix=serve_config.route_prefix, blocking=False)
     url = f"http://{host}:{actual}{serve_config.route_prefix.rstrip('/')}"
-    info = wait_ready(url, wait_ready_s)
+    try:
+        info = wait_ready(url, wait_ready_s)
+    except TimeoutError as err:
+        if problem is None:
+            raise
+        raise TimeoutError(f"{problem}; not placed within {wait_ready_s:.0f} s (serve.placement_timeout_s)") from err
     log.info("serving %s at %s/v1/embeddings (dimension %s)", serve_config.model_name, url, info.get("dimension"))
     return url
+
+
+def _placement(serve_config: ServeConfig) -> str | None:
+    """Why the application may not be placed now (None when it fits what is free); raises when it never can on a
+    cluster that cannot grow. An application already deployed under the name holds its own resources, so it is
+    checked against the cluster's total only."""
+    import ray
+
+    from embedforge.cluster.local import fixed_size_cluster
+    from embedforge.serve.placement import placement_problem
+
+    total = {k: float(v) for k, v in ray.cluster_resources().items()}
+    deployed = serve_config.name in serve.status().applications
+    free = total if deployed else {k: float(v) for k, v in ray.available_resources().items()}
+    found = placement_problem(serve_config, total, free)
+    if found is None:
+        return None
+    message, exceeds_cluster = found
+    if exceeds_cluster and fixed_size_cluster():
+        raise ValueError(f"{message}; this cluster cannot grow")
+    return message
 
 
 def load_config_for(target: str, overrides: list[str] | None = None) -> EmbedforgeConfig | ServeConfig:

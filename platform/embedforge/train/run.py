@@ -20,6 +20,7 @@ from embedforge.train.batching import StagePlan, in_plan_order, plan_stages
 from embedforge.train.examples import load_training_examples, mined_dir, stage_sources
 from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR, STAGE
 from embedforge.train.metrics import plot_curves, read_rows, throughput, training_seconds
+from embedforge.train.tracking import TENSORBOARD_DIR
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,9 @@ def make_trainer(
             "out_dir": str(out_dir),
             "store": store,
             "threads": max(1, int(train.cpus_per_worker)),
+            # the worker logs to MLflow when the user's shell sets MLFLOW_TRACKING_URI (`train.tracking`), whatever
+            # environment the cluster's processes were started with
+            "tracking_env": {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_")},
         },
         torch_config=TorchConfig(backend=backend),
         scaling_config=ScalingConfig(
@@ -110,12 +114,16 @@ def _resources(config: EmbedforgeConfig) -> dict[str, float]:
 
 
 def _clear_stale(stage: StageRun, digest: str, inputs: dict[str, str]) -> None:
-    """Metrics and attempts of a run with another config or other inputs must not mix with this one's, here or in
-    the run's store where workers read them (checkpoints are kept: each carries its `checkpoint_key` and only
+    """Metrics, curves and attempts of a run with another config or other inputs must not mix with this one's, here
+    or in the run's store where workers read them (checkpoints are kept: each carries its `checkpoint_key` and only
     matching ones resume)."""
     previous = read_manifest(stage.dir)
     if previous is not None and (previous.get("config_hash") != digest or previous.get("inputs") != inputs):
-        for name in (METRICS_CSV, ATTEMPTS):
+        events = stage.dir / TENSORBOARD_DIR
+        stale = [METRICS_CSV, ATTEMPTS, *(f"{TENSORBOARD_DIR}/{p.name}" for p in events.glob("*"))]
+        if stage.store is not None:
+            stale += [f"{TENSORBOARD_DIR}/{name}" for name in stage.store.files(f"{STAGE}/{TENSORBOARD_DIR}")]
+        for name in dict.fromkeys(stale):
             (stage.dir / name).unlink(missing_ok=True)
             if stage.store is not None:
                 stage.store.delete(f"{STAGE}/{name}")
@@ -163,14 +171,28 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     result = trainer.fit()
     if stage.store is not None:  # the checkpoints and metrics the workers left in the store (usage: complete())
         stage.store.pull(stage.dir / RAY_DIR, f"{STAGE}/{RAY_DIR}", exact=True)
-        for name in (METRICS_CSV, ATTEMPTS):
+        for name in (METRICS_CSV, ATTEMPTS, TENSORBOARD_DIR):
             stage.store.pull(stage.dir / name, f"{STAGE}/{name}")
     stage.time("fit", training_seconds(read_rows(stage.dir / METRICS_CSV)))
     if result.checkpoint is None:
         raise RuntimeError(f"train: Ray Train finished without a checkpoint (error: {result.error})")
     with result.checkpoint.as_directory() as ckpt:
         final = read_state(Path(ckpt))
-    paths, selection = finish_training(config, stage, run_dir, key, final.global_step)
+    card = {
+        "title": config.name,
+        "training_run": {
+            "run": stage.store.uri if stage.store is not None else str(run_dir),
+            "config": config.name,
+            "settings hash": digest,
+            "steps": " + ".join(
+                f"{s.name} {s.steps} at {config.train.global_batch(s)} examples" for s in config.train.stages
+            ),
+            "workers": config.train.num_workers,
+        },
+        "training_data": {name: len(found) for name, found in sorted(examples.items())},
+        "data_origin": data.origin,
+    }
+    paths, selection = finish_training(config, stage, run_dir, key, final.global_step, card)
     plot = plot_curves(stage.dir / METRICS_CSV, stage.dir / "curves.png")
     rows = read_rows(stage.dir / METRICS_CSV)
     total = stage_bounds(config.train.stages)[-1][1]
@@ -178,7 +200,12 @@ def run_train(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         raise RuntimeError(f"train: final checkpoint is at step {final.global_step}, expected {total}")
     return stage.complete(
         counts={"steps": final.global_step, **{f"examples.{k}": len(v) for k, v in examples.items()}},
-        outputs={**paths, "metrics": str(stage.dir / METRICS_CSV), "curves": str(plot) if plot else None},
+        outputs={
+            **paths,
+            "metrics": str(stage.dir / METRICS_CSV),
+            "curves": str(plot) if plot else None,
+            "tensorboard": str(stage.dir / TENSORBOARD_DIR),
+        },
         example_origin=data.origin,
         drops=data.drops,
         batch={

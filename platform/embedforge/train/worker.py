@@ -50,6 +50,7 @@ from embedforge.train.layout import ATTEMPTS, EXAMPLES, METRICS_CSV, RAY_DIR
 from embedforge.train.metrics import Progress, append_row
 from embedforge.train.objective import objective
 from embedforge.train.schedule import make_optimizer, make_scheduler
+from embedforge.train.tracking import TENSORBOARD_DIR, Trackers, flat_params
 from embedforge.train.trainable import build_trainable
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,7 @@ class StepRunner:
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     """Entry point of every Ray Train worker. `loop_config`: config (JSON dict), config_hash, out_dir, threads."""
     configure_worker_logging()
+    os.environ.update(loop_config.get("tracking_env") or {})
     config = EmbedforgeConfig.model_validate(loop_config["config"])
     train, config_hash = config.train, loop_config["config_hash"]
     out_dir = Path(loop_config["out_dir"])
@@ -293,6 +295,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
             total,
         )
     progress = Progress(total, global_step, train.log_every)
+    trackers = None
+    if rank == 0:
+        params = flat_params({"model": config.model.model_dump(mode="json"), "train": train.model_dump(mode="json")})
+        trackers = Trackers(out_dir, f"{config.name}-{config_hash}-attempt{attempt}", params, global_step)
 
     for index, (stage, plan) in enumerate(zip(train.stages, plans, strict=True)):
         start, end = bounds[index]
@@ -339,11 +345,16 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                 checkpoint = ray.train.Checkpoint.from_directory(str(tmp))
             if checkpoint_step:  # every rank: where it trained, in which precision, at what memory peak
                 record_usage(usage_location, device.type, "bfloat16" if runner.bf16 else model_dtype(embedder))
-            if rank == 0:
+            if trackers is not None:
                 append_row(out_dir / METRICS_CSV, metrics)
+                trackers.log(global_step, metrics)
+                if checkpoint_step:  # on disk up to the step a resumed attempt starts from
+                    trackers.flush()
                 if store is not None and checkpoint_step:  # the driver reads them from the store after fit
                     for name in (METRICS_CSV, ATTEMPTS):
                         store.put(out_dir / name, name)
+                    for events in trackers.dir.iterdir():
+                        store.put(events, f"{TENSORBOARD_DIR}/{events.name}")
                 progress.update(global_step, metrics)
             # Ray Train holds one unconsumed report and its controller takes it every 2 s, so reporting every step
             # stalls steps shorter than that (79 % overhead on the tiny model, git log): every rank reports
@@ -355,5 +366,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
                     checkpoint_dir_name=f"checkpoint-step{global_step:06d}" if checkpoint else None,
                     delete_local_checkpoint_after_upload=True if checkpoint else None,
                 )
+    if trackers is not None:
+        trackers.close()
     if resume_dir:
         shutil.rmtree(resume_dir, ignore_errors=True)
