@@ -1,8 +1,9 @@
 """Write docs/benchmarks.md from benchmarks/results/*.json, so the page can never drift from the results.
 
 One row per ratio of every result: its value, its goal, whether it is met, the machine and the date; the plots
-beside the results are linked under the table. `make bench` runs it after the benchmarks; a test keeps the
-committed page equal to what this script writes.
+beside the results are linked under the table, and what ran on a GPU follows it. The same script writes the index
+of recorded experiments at the end of docs/experiments.md. `make bench` runs it after the benchmarks; a test keeps
+the committed pages equal to what this script writes.
 
     .venv/bin/python benchmarks/render_docs.py
 """
@@ -18,6 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
+EXPERIMENTS = ROOT / "docs" / "experiments.md"
+INDEX_MARK = "<!-- the index below is written by benchmarks/render_docs.py from benchmarks/results/*.json -->"
 COMPARISONS = {">=": operator.ge, "<=": operator.le, "==": operator.eq, ">": operator.gt, "<": operator.lt}
 TARGET = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)")
 
@@ -165,9 +168,32 @@ def gpu_section(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def experiments_index(results: Path = RESULTS) -> str:
+    """Every experiment recorded in the results files (`common.record_experiment`): its date, overrides and
+    ratios, one table per result."""
+    lines = ["## Index of recorded experiments", ""]
+    for path in sorted(results.glob("*.json")):
+        experiments = json.loads(path.read_text()).get("experiments") or {}
+        if not experiments:
+            continue
+        lines += [f"### {path.name}", "", "| experiment | date | overrides | ratios |", "|---|---|---|---|"]
+        for name, entry in experiments.items():
+            overrides = ", ".join(f"`{o}`" for o in entry.get("overrides") or []) or "-"
+            ratios = ", ".join(f"{k} {_number(v)}" for k, v in (entry.get("ratios") or {}).items()) or "-"
+            lines.append(f"| {name} | {str(entry.get('date', ''))[:10]} | {overrides} | {ratios} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def with_index(page: str, results: Path = RESULTS) -> str:
+    """docs/experiments.md: its written part, then the index of `experiments_index`."""
+    return page.split(INDEX_MARK)[0] + INDEX_MARK + "\n\n" + experiments_index(results)
+
+
 def main() -> None:
     PAGE.write_text(render())
-    print(f"wrote {PAGE}")
+    EXPERIMENTS.write_text(with_index(EXPERIMENTS.read_text()))
+    print(f"wrote {PAGE} and the index of {EXPERIMENTS}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ def test_the_committed_page_equals_the_results(render_docs) -> None:
     assert (REPO / "docs" / "benchmarks.md").read_text() == render_docs.render(), (
         "docs/benchmarks.md is stale: run .venv/bin/python benchmarks/render_docs.py"
     )
+    experiments = (REPO / "docs" / "experiments.md").read_text()
+    assert experiments == render_docs.with_index(experiments), "docs/experiments.md's index is stale: run it too"
+    assert "| batch16_profile | 2026-11-27 |" in experiments  # generalize.json's experiments are listed
 
 
 def test_goals_are_judged_from_the_ratio(render_docs, tmp_path) -> None:
