@@ -16,12 +16,17 @@ the result is written after each phase.
     python benchmarks/gpu.py --tiny         # the same code on tiny shapes on a CPU (a test runs it)
 
 Writes benchmarks/results/gpu.json and gpu.png (also into $OUT when it is set: the GPU bundle's output folder).
+On a machine set up by ../shared/tools/gpu_bundle, whose wheels lack orjson (serving's response writer), add it to
+the bundle first, or the serve phase is skipped:
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_17_x86_64 orjson==3.13.0 -d .gpu/wheels
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import logging
 import os
@@ -99,6 +104,8 @@ PHASES = [
     ("encode_mid", 60, 25),
     ("train_ray", 240, 120),
 ]
+
+PHASE_NEEDS = {"serve": ("orjson",), "train_st": ("sentence_transformers",)}  # packages a phase imports
 
 
 # ----- the phases (each runs in a process of its own) ----------------------------------------------------------
@@ -407,6 +414,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and phase != "setup" and phase not in args.only:
             continue
         left = budget - (time.perf_counter() - started)
+        missing = [m for m in PHASE_NEEDS.get(phase, ()) if importlib.util.find_spec(m) is None]
+        if missing:
+            doc["phases"][phase] = {"status": f"skipped: {', '.join(missing)} not installed"}
+            log.warning("phase %s skipped: %s not installed", phase, missing)
+            continue
         if left < need:
             doc["phases"][phase] = {"status": f"skipped: {left:.0f} s of the budget left, {need} s needed"}
             log.warning("phase %s skipped (%.0f s left)", phase, left)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from embedforge.config import load_config
-from embedforge.pipeline.resources import peak_gpus, shortfalls, stage_gpus
+from embedforge.pipeline.resources import peak_gpus, shortfalls, stage_cpus, stage_gpus
 
 REPO = Path(__file__).resolve().parents[2]
 KUBERAY = REPO / "cluster" / "kuberay"
@@ -178,3 +178,10 @@ def test_resource_check_names_the_short_stage(production):
         "serve needs 32 CPUs, the cluster has 16 now",
     ]
     assert stage_gpus(production) == {"synth": 8.0, "mine": 8.0, "train": 32.0, "evaluate": 8.0, "serve": 8.0}
+
+
+def test_synthesis_engines_and_mining_teachers_count_among_a_stages_cpus(tiny_config):
+    tiny_config.synth.generator.cpus_per_engine, tiny_config.synth.generator.concurrency = 2.0, 2
+    tiny_config.mine.teachers[0].num_cpus = 3.0
+    assert {k: v for k, v in stage_cpus(tiny_config).items() if k in ("synth", "mine")} == {"synth": 4.0, "mine": 3.0}
+    assert shortfalls(tiny_config, {"CPU": 3.0}) == ["synth needs 4 CPUs, the cluster has 3 now"]

@@ -125,6 +125,26 @@ def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def _release_earlier_deployment(dashboard: str, wait_s: float = 60.0) -> None:
+    """An earlier demo's deployment holds CPUs of the head, which the stages need: stop it (the run's deploy step
+    serves again at the end) and wait until Serve has let its replicas go."""
+    serve_cli = str(Path(sys.executable).parent / "serve")
+
+    def deployed() -> bool:
+        status = subprocess.run(
+            [serve_cli, "status", "--address", dashboard], capture_output=True, text=True, env=local.client_env()
+        )
+        return status.returncode == 0 and "applications: {}" not in status.stdout
+
+    if not deployed():
+        return
+    print("  stopping the deployment of an earlier run on this head (the demo deploys its model again)")
+    subprocess.run([serve_cli, "shutdown", "--address", dashboard, "-y"], capture_output=True, env=local.client_env())
+    deadline = time.monotonic() + wait_s
+    while deployed() and time.monotonic() < deadline:
+        time.sleep(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedforge.pipeline.demo", description=__doc__)
     parser.add_argument("config", nargs="?", default="configs/documents.yaml")
@@ -155,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: {path}")
     _say("starting the local Ray head", started)
     dashboard = local.up()
-    print(f"  dashboard: {dashboard}  (Jobs tab: the pipeline's log; Train / Serve tabs: the stages)")
+    print(f"  dashboard: {dashboard}  (Jobs: the pipeline job and its log; Actors: the workers; Serve: the endpoint)")
+    _release_earlier_deployment(dashboard)
     _say(f"submitting the pipeline job ({config_path.name}, run dir {run_dir})", started)
     extra = [arg for item in args.overrides for arg in ("--set", item)]
     code = submit_pipeline(dashboard, str(config_path), run_dir, extra)

@@ -27,8 +27,14 @@ def stage_gpus(config: EmbedforgeConfig) -> dict[str, float]:
 
 
 def stage_cpus(config: EmbedforgeConfig) -> dict[str, float]:
-    """CPUs the fixed-size parts of each stage reserve (train workers, serve replicas at their maximum)."""
+    """CPUs the fixed-size parts of each stage reserve (synth engines, mining teachers, train workers, serve
+    replicas at their maximum)."""
     needs: dict[str, float] = {}
+    if config.synth.enabled:
+        gen = config.synth.generator
+        needs["synth"] = gen.cpus_per_engine * gen.concurrency
+    if config.mine.enabled:
+        needs["mine"] = max((t.num_cpus for t in config.mine.teachers), default=0.0)
     if config.train.enabled:
         needs["train"] = config.train.num_workers * config.train.cpus_per_worker
     needs["serve"] = config.serve.num_cpus * config.serve.autoscaling.max_replicas

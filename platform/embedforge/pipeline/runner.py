@@ -84,6 +84,27 @@ def _preflight(config: EmbedforgeConfig) -> None:
         )
     for problem in problems:
         log.warning("%s (fine only if the autoscaler adds nodes)", problem)
+    held = serve_applications()
+    free = {k: float(v) for k, v in ray.available_resources().items()}
+    busy = [p.replace(" now", " free now") for p in shortfalls(config, free)] if held and not problems else []
+    if busy and fixed_size_cluster():
+        raise PipelineError(
+            f"{'; '.join(busy)}: the Serve application(s) {held} hold the rest of this cluster, which cannot grow. "
+            "`serve shutdown -y` (RAY_ADDRESS set to the head) frees them; the run's deploy step serves again"
+        )
+    for problem in busy:
+        log.warning("%s: Serve application(s) %s hold the rest; the stage waits for them", problem, held)
+
+
+def serve_applications() -> list[str]:
+    """The Serve applications running on the joined cluster (none when Serve does not run there)."""
+    from ray import serve
+    from ray.serve.exceptions import RayServeException
+
+    try:
+        return sorted(serve.status().applications)
+    except RayServeException:  # no Serve controller on the cluster
+        return []
 
 
 def run_pipeline(

@@ -222,8 +222,14 @@ class StepRunner:
                 with autocast:
                     metrics = self._backward(queries, documents, loss_fn)
                 break
-            except torch.OutOfMemoryError:
-                if not self._smaller_chunks(device, max(self.encoder.token_lengths([*queries, *documents]))):
+            except torch.OutOfMemoryError as err:
+                longest = max(self.encoder.token_lengths([*queries, *documents]))
+                if not self._smaller_chunks(device, longest):
+                    if self.train.gradcache.enabled and isinstance(self.module, DistributedDataParallel):
+                        raise torch.OutOfMemoryError(
+                            "GradCache ran out of GPU memory on DDP workers, which cannot redo a step together: "
+                            "lower train.gradcache.chunk_tokens"
+                        ) from err
                     raise
                 optimizer.zero_grad(set_to_none=True)
                 set_rng_state(rng)  # the step again from its start: the same dropout masks as a fresh attempt
