@@ -171,6 +171,13 @@ def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster, ti
         assert len(lines) == 1 and "asks for 2.1 CPU" in lines[0] and "--set serve.num_cpus=0.5" in lines[0], lines
         served = cli(*serve, *two, "--set", "serve.num_cpus=0.5", "--set", "serve.port=0", path_env=plain)
         assert served.returncode == 0 and served.stdout.strip().startswith("http://"), served.stderr[-2000:]
+        # a pipeline whose training asks for more CPUs than the head has fails before its first step, in one line
+        run = [str(BIN / "embedforge"), "run", "configs/tiny.yaml", "--run-dir", str(tmp_path / "too-big")]
+        too_big = cli(*run, "--set", "resources.num_cpus=8", "--set", "train.num_workers=4", path_env=plain)
+        assert too_big.returncode == 1 and "Traceback" not in too_big.stderr, too_big.stderr[-2000:]
+        lines = [line for line in too_big.stderr.splitlines() if line.startswith("embedforge run:")]
+        assert len(lines) == 1 and "train needs 4 CPUs" in lines[0] and "cannot grow" in lines[0], lines
+        assert not (tmp_path / "too-big" / "synth").exists()  # no stage started
     finally:
         if not already_up:
             down = cli(str(BIN / "embedforge"), "cluster", "down", path_env=bare_env)
