@@ -204,7 +204,11 @@ def deploy(
         log.warning("%s; waiting up to %.0f s for them (serve.placement_timeout_s)", problem, wait_ready_s)
     host, actual = _proxy_address(serve_config.host, wanted)
     if actual != wanted:
-        log.warning("Serve already runs on port %d on this cluster; port %d is ignored", actual, wanted)
+        log.warning(
+            "Serve already listens on port %d on this cluster; port %d is ignored (`serve shutdown` frees it)",
+            actual,
+            wanted,
+        )
     log.info("deploying %s as %r (%s)", ref, serve_config.name, serve_config.model_name)
     app = build_app(config, ref, model_config)
     serve.run(app, name=serve_config.name, route_prefix=serve_config.route_prefix, blocking=False)
