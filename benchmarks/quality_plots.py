@@ -61,7 +61,8 @@ def plot_generalize(result: dict[str, Any], path: Path) -> None:
 
 def plot_domain(result: dict[str, Any], path: Path) -> None:
     """Per corpus, nDCG@10 on its real queries of the starting model, MiniLM, the teachers' fused ranking and the
-    trained model, on an axis of its own (the corpora differ by 25 points, the models by a few)."""
+    trained model (the mean of its training seeds, each seed a tick), on an axis of its own (the corpora differ by 25
+    points, the models by a few)."""
     plt = _pyplot()
     corpora = result["results"]
     fig, axes = plt.subplots(len(corpora), 1, figsize=(7, 1.9 * len(corpora) + 0.4), squeeze=False)
@@ -76,16 +77,18 @@ def plot_domain(result: dict[str, Any], path: Path) -> None:
         for y, (key, _, color) in enumerate(rows):
             ax.plot([scores[key]], [y], "o", color=color, markersize=9)
             ax.annotate(f"{scores[key]:.2f}", (scores[key], y), textcoords="offset points", xytext=(8, -4))
+        seeds = [run["ndcg10"]["trained"] for run in outcome["seeds"].values()]
+        ax.plot(seeds, [len(rows) - 1] * len(seeds), "|", color=TRAINED, markersize=14)  # each seed's trained model
         ax.set_yticks(range(len(rows)), [label for _, label, _ in rows])
         ax.invert_yaxis()
-        low, high = min(scores[k] for k, _, _ in rows), max(scores[k] for k, _, _ in rows)
+        low = min(min(scores[k] for k, _, _ in rows), *seeds)
+        high = max(max(scores[k] for k, _, _ in rows), *seeds)
         ax.set_xlim(low - 1, high + 1.5)
         ax.grid(axis="x", alpha=0.3)
-        decision = (outcome.get("deploy_decision") or {}).get("deploy", "trained")
-        deployed = "the trained" if decision == "trained" else "the starting"
         ax.set_title(
-            f"{corpus}: trained - MiniLM {scores['trained'] - scores['minilm']:+.2f}, {deployed} model deployed",
-            fontsize=10,
+            f"{corpus}: trained - start {scores['trained'] - scores['start']:+.2f} (mean of {len(seeds)} seeds), "
+            f"deployed {outcome['deployed_trained']}/{len(seeds)}",
+            fontsize=9,
         )
     axes[-1, 0].set_xlabel("nDCG@10 x100 on the corpus's real queries (never read by the run)")
     fig.tight_layout()

@@ -26,7 +26,8 @@ def test_each_committed_result_is_drawn(quality_plots, tmp_path, name) -> None:
 
 def test_a_corpus_whose_start_stays_deployed_is_drawn(quality_plots, tmp_path) -> None:
     scores = {"start": 80.6, "minilm": 79.8, "teachers_rrf": 81.9, "trained": 81.1}
-    result = {"results": {"trec_dl_msmarco_subset": {"ndcg10": scores, "deploy_decision": {"deploy": "start"}}}}
+    seeds = {"0": {"ndcg10": scores | {"deployed": 80.6}}}
+    result = {"results": {"trec_dl_msmarco_subset": {"ndcg10": scores, "deployed_trained": 0, "seeds": seeds}}}
     out = tmp_path / "domain.png"
     quality_plots.plot_domain(result, out)
     assert out.read_bytes().startswith(PNG_SIGNATURE)

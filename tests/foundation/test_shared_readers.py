@@ -39,6 +39,8 @@ MANIFEST_ROWS = {
     ("wikiqa", "dev"): 1130,
     ("trec_dl_msmarco_subset", "test"): (5000, 50, 4102),
     ("dbpedia_entity_subset", "test"): (5000, 50, 3709),
+    # WikiQA's two files as one collection: distinct candidate sentences, questions, correct answers
+    ("wikiqa_retrieval", "all"): (9270, 999, 1180),
 }
 
 
@@ -208,3 +210,16 @@ def test_document_stream_fails_where_the_bad_record_is(tmp_path):
     assert [next(stream).doc_id, next(stream).doc_id] == ["a", "b"]
     with pytest.raises(ValueError, match=r"docs.jsonl:3: invalid JSON"):
         next(stream)
+
+
+def test_wikiqa_as_retrieval_keeps_each_questions_answers(shared_data):
+    collection = read_shared("wikiqa_retrieval", root=shared_data)
+    groups = {f"{part}-{g.query_id}": g for part in ("train", "dev") for g in read_shared("wikiqa", part, shared_data)}
+    relevant: dict[str, set[str]] = {}
+    for qrel in collection.qrels:
+        relevant.setdefault(qrel.query_id, set()).add(collection.doc(qrel.doc_id).text)
+    assert {q.query_id for q in collection.queries} == set(relevant)
+    for query in collection.queries:
+        assert groups[query.query_id].query == query.text
+        assert relevant[query.query_id] == set(groups[query.query_id].positives)
+    assert len({d.text for d in collection.corpus}) == len(collection.corpus)  # each sentence once

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from embedforge.data.beir import BeirDataset, read_beir
 from embedforge.data.delimited import DataFormatError, DelimitedRows, read_csv, read_tsv
-from embedforge.data.schema import LabelledText, NliPair, RerankingGroup, ScoredPair
+from embedforge.data.schema import CorpusDocument, LabelledText, NliPair, Qrel, Query, RerankingGroup, ScoredPair
 from embedforge.paths import data_dir
 
 Family = Literal["sts", "nli", "classification", "pair", "reranking", "retrieval"]
@@ -153,6 +153,22 @@ def _wikiqa(folder: Path, split: str) -> list[RerankingGroup]:
     return list(groups.values())
 
 
+def _wikiqa_collection(folder: Path, split: str) -> BeirDataset:
+    """WikiQA as retrieval over one collection: every distinct candidate sentence of both files is a document
+    (`w0`, `w1`, ... in order of first appearance), every question a query (`train-Q1`, `dev-Q8`, ...) with its
+    correct answers as relevant (grade 1). `split` is `all`: both files' questions."""
+    corpus: dict[str, CorpusDocument] = {}
+    queries, qrels = [], []
+    for part in ("train", "dev"):
+        for group in _wikiqa(folder, part):
+            for text in group.positives + group.negatives:
+                corpus.setdefault(text, CorpusDocument(doc_id=f"w{len(corpus)}", text=text))
+            if group.positives:
+                queries.append(Query(query_id=f"{part}-{group.query_id}", text=group.query))
+                qrels += [Qrel(queries[-1].query_id, corpus[text].doc_id, 1.0) for text in group.positives]
+    return BeirDataset(corpus=list(corpus.values()), queries=queries, qrels=qrels, name="wikiqa_retrieval")
+
+
 @dataclass(frozen=True)
 class SharedDataset:
     """A dataset of the shared data folder: where it lives, what it holds, and how to read it."""
@@ -251,6 +267,14 @@ _ENTRIES = [
         "reranking",
         ("train", "dev"),
         _wikiqa,
+        "Given a question, retrieve Wikipedia passages that answer the question",
+    ),
+    SharedDataset(
+        "wikiqa_retrieval",
+        "wikiqa",
+        "retrieval",
+        ("all",),
+        _wikiqa_collection,
         "Given a question, retrieve Wikipedia passages that answer the question",
     ),
     SharedDataset(

@@ -71,6 +71,7 @@ SHARED_TASKS: dict[str, SharedTask] = {
         "emotion", "clustering", "val", instruction="Identify the emotion expressed in the given text"
     ),
     "wikiqa": SharedTask("wikiqa", "reranking", "dev"),
+    "wikiqa_retrieval": SharedTask("wikiqa_retrieval", "retrieval", "all"),
     "trec_dl_msmarco_subset": SharedTask("trec_dl_msmarco_subset", "retrieval", "test"),
     "dbpedia_entity_subset": SharedTask("dbpedia_entity_subset", "retrieval", "test"),
 }
