@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # Ray 2.60 turns token auth on for a head when ~/.ray/auth_token exists; its CLI only sends the token in this mode
 export RAY_AUTH_MODE := token
 
-.PHONY: setup models test lint demo demo-generalist demo-smoke gpu-check gpu-bench bench cluster-up cluster-down clean
+.PHONY: setup models test lint demo demo-generalist demo-smoke gpu-check gpu-bench gpu-bundle bench cluster-up cluster-down clean
 
 setup: $(STAMP)
 
@@ -65,6 +65,15 @@ bench: models
 # the production profile's speed at real model sizes on this machine's GPU against sentence-transformers (about 8 min)
 gpu-bench: models
 	$(BIN)/python benchmarks/gpu.py
+
+# .gpu/ for a CUDA machine without network (../shared/tools/gpu_bundle), plus the run-time packages of this project
+# that the shared builder does not carry (orjson: serving's response writer), at pyproject.toml's pins
+GPU_EXTRA_PACKAGES := orjson
+gpu-bundle: setup
+	bash ../shared/tools/gpu_bundle/build.sh
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_17_x86_64 -d .gpu/wheels \
+		$(foreach p,$(GPU_EXTRA_PACKAGES),$(shell grep -o '"$(p)==[^"]*"' pyproject.toml | tr -d '"'))
 
 cluster-up: setup
 	$(BIN)/embedforge cluster up

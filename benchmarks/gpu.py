@@ -16,10 +16,9 @@ the result is written after each phase.
     python benchmarks/gpu.py --tiny         # the same code on tiny shapes on a CPU (a test runs it)
 
 Writes benchmarks/results/gpu.json and gpu.png (also into $OUT when it is set: the GPU bundle's output folder).
-On a machine set up by ../shared/tools/gpu_bundle, whose wheels lack orjson (serving's response writer), add it to
-the bundle first, or the serve phase is skipped:
-    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-        --platform manylinux_2_17_x86_64 orjson==3.13.0 -d .gpu/wheels
+On a CUDA machine without network, `make gpu-bundle` (on a machine with network) packs what it lacks into .gpu/,
+orjson included (serving's response writer; a phase whose packages are missing is skipped, naming them), and
+`bash .gpu/run.sh -- python3 benchmarks/gpu.py` runs it there.
 """
 
 from __future__ import annotations
