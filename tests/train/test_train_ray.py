@@ -57,9 +57,10 @@ def _metrics(path):
 
 
 def read_scalars(folder):
-    """TensorBoard's scalars in `folder` as {tag: {step: value}}, later event files (a resumed attempt) winning:
-    the TFRecord framing (length, its CRC, the record, its CRC) read directly, each record an Event."""
-    from tensorboardX.proto.event_pb2 import Event
+    """TensorBoard's scalars in `folder` as {tag: {step: value}}, as its viewer shows them: event files in the order
+    written, a session START at step S (a resumed attempt's `purge_step`) dropping every earlier value at S or later.
+    The TFRecord framing (length, its CRC, the record, its CRC) is read directly, each record an Event."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
     scalars: dict[str, dict[int, float]] = {}
     for path in sorted(folder.glob("events.out.tfevents.*"), key=lambda p: p.name.split(".")[3]):
@@ -68,6 +69,10 @@ def read_scalars(folder):
             length = int.from_bytes(data[at : at + 8], "little")
             event = Event.FromString(data[at + 12 : at + 12 + length])
             at += 16 + length
+            if event.HasField("session_log") and event.session_log.status == SessionLog.START:
+                for values in scalars.values():
+                    for step in [s for s in values if s >= event.step]:
+                        del values[step]
             for value in event.summary.value:
                 scalars.setdefault(value.tag, {})[event.step] = value.simple_value
     return scalars

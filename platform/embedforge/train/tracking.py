@@ -3,8 +3,10 @@ run when `MLFLOW_TRACKING_URI` is set, with the values metrics.csv records for e
 
 `tensorboard --logdir runs/NAME/train` shows each loss term, the learning rate, the gradient norm, tokens per second
 and step time under `train/`, and the checkpoint-selection scores under `selection/` when the run selects a
-checkpoint on its validation slice. A resumed attempt starts writing at the step it resumed from, and TensorBoard
-drops the killed attempt's events from there on (`purge_step`), as metrics.csv keeps each step's last attempt.
+checkpoint on its validation slice. An attempt resumed from step N writes from step N + 1, and TensorBoard drops
+the killed attempt's events from there on (`purge_step`), as metrics.csv keeps each step's last attempt. Events go
+through TensorBoard's own writer, whose `flush` blocks until every queued event is on disk: a checkpoint step's
+values survive a worker killed right after it.
 MLflow is optional: the tracking URI set without the `mlflow` package installed, or a server that refuses the run,
 gives one warning, never a failed training.
 """
@@ -38,10 +40,11 @@ class Trackers:
     """TensorBoard (always) and MLflow (with `MLFLOW_TRACKING_URI`) for one training attempt on rank 0."""
 
     def __init__(self, out_dir: Path, run_name: str, params: dict[str, Any], start_step: int = 0) -> None:
-        from tensorboardX import SummaryWriter
+        from torch.utils.tensorboard import SummaryWriter
 
         self.dir = out_dir / TENSORBOARD_DIR
-        self.tensorboard = SummaryWriter(logdir=str(self.dir), purge_step=start_step or None, flush_secs=10)
+        purge_step = start_step + 1 if start_step else None  # the first step this attempt writes
+        self.tensorboard = SummaryWriter(log_dir=str(self.dir), purge_step=purge_step, flush_secs=10)
         self.mlflow = _mlflow_run(run_name, params) if os.environ.get("MLFLOW_TRACKING_URI") else None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -67,9 +70,9 @@ class Trackers:
 def log_selection(out_dir: Path, scores: dict[int, float], selected: int) -> None:
     """The validation-slice score of each checkpoint and the one selected, as TensorBoard scalars by step (and in
     the run's MLflow experiment, when tracking is on)."""
-    from tensorboardX import SummaryWriter
+    from torch.utils.tensorboard import SummaryWriter
 
-    with SummaryWriter(logdir=str(out_dir / TENSORBOARD_DIR)) as writer:
+    with SummaryWriter(log_dir=str(out_dir / TENSORBOARD_DIR)) as writer:
         for step, score in sorted(scores.items()):
             writer.add_scalar("selection/validation_ndcg10", score, step)
         writer.add_scalar("selection/selected_step", selected, selected)
