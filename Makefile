@@ -36,9 +36,13 @@ lint: setup
 	$(BIN)/ruff check platform jobs tests benchmarks
 	$(BIN)/ruff format --check platform jobs tests benchmarks
 
+# two pytest workers (pytest-xdist): each test file's Ray cluster, vLLM engine or subprocess leaves a core idle while
+# it starts; the tests that use the one development head per machine (:8265) share one worker (xdist_group)
+TEST_WORKERS ?= 2
+
 test: models
 	$(BIN)/ruff check platform jobs tests benchmarks
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadgroup
 
 # documents in, a domain embedder out: the whole pipeline over dbpedia_entity_subset's passages, judged on its real queries
 demo: models

@@ -1,8 +1,9 @@
 """cluster up -> `ray job submit` the smoke job -> SUCCEEDED -> manifest present -> cluster down.
 
-The only test that uses the development head (dashboard on 127.0.0.1:8265; on a shared machine where another
-user's Ray already holds 8265, on a free port through EMBEDFORGE_DASHBOARD_PORT). It starts the head from an
-environment whose PATH lacks the venv, to check that the head still runs job drivers with this venv's python.
+With the README walk, one of the two tests that use the development head (dashboard on 127.0.0.1:8265; on a
+shared machine where another user's Ray already holds 8265, on a free port through EMBEDFORGE_DASHBOARD_PORT), so
+both run in one pytest worker. It starts the head from an environment whose PATH lacks the venv, to check that the
+head still runs job drivers with this venv's python.
 A private cluster (the `ray_cluster` fixture) runs throughout and must survive `cluster down`.
 It runs with an empty HOME, as on a fresh machine: no Ray token yet, so `cluster up` must make one.
 """
@@ -84,6 +85,7 @@ def _dashboard_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("dev_head")  # with the README walk: the one development head per machine
 def test_cluster_up_submit_smoke_job_down(tmp_path, monkeypatch, ray_cluster, tiny_model_dir):
     port = _dashboard_port()
     url = f"http://127.0.0.1:{port}"

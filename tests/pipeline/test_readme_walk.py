@@ -32,7 +32,8 @@ TINY = "configs/tiny.yaml"
 FEW_TASKS = ("--set", "evaluate.tasks=[stsb,wikiqa]")
 MAKEFILE_EXPORTS = ("RAY_AUTH_MODE", "RAY_ADDRESS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM")
 
-pytestmark = pytest.mark.slow
+# the development head (:8265, Serve on :8000) is one per machine: one xdist worker runs every test that uses it
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dev_head")]
 
 
 def _plain_shell() -> dict[str, str]:
