@@ -111,10 +111,11 @@ def ours_phase(
     config = profile_config(folder, settings, compiled)
     stage, train = config.train.stages[0], config.train
     torch.manual_seed(0)
-    embedder = build_trainable(config).to(device)
+    bf16 = use_bf16(train, torch.device(device))
+    embedder = build_trainable(config, bf16).to(device)
     embedder.train()
     encoder = Encoder(embedder, embedder, train.micro_batch_size)
-    runner = StepRunner(encoder, embedder, train, use_bf16(train, torch.device(device)), None)
+    runner = StepRunner(encoder, embedder, train, bf16, None)
     optimizer = make_optimizer(embedder.parameters(), stage.learning_rate, train.weight_decay)
     lora = config.model.lora.r if config.model.lora.enabled else 0
     latent = config.model.latent_attention

@@ -3,7 +3,8 @@
 The device is what Ray assigned the worker: CUDA when it holds GPUs (`ray.get_gpu_ids()`) and CUDA is usable, the
 CPU otherwise (and outside Ray). The inference dtype `auto` is bfloat16 on a GPU that supports it (NV-Embed
 appendix C trains and serves in bf16), float16 on an older GPU and float32 on a CPU; a config may force one.
-Training keeps float32 master weights under `auto` and computes in bf16 through autocast (`train.mixed_precision`).
+Training computes in bf16 through autocast where the GPU has it (`train.mixed_precision`), with float32 master
+copies of the weights that train and the frozen ones held in bf16 (`train.trainable.build_trainable`).
 Every stage records a `usage()` in its manifest: device type and count, dtype and peak accelerator memory.
 """
 

@@ -61,7 +61,8 @@ def load_embedder(
 ) -> Embedder:
     """The LLM embedder for `source` (see module docstring), its weights in the dtype that `model.dtype` gives on
     `device` (`auto`: float32 on a CPU, half precision on a GPU; `cluster.device.inference_dtype`). The caller moves
-    it to `device`; training loads for the CPU (float32 master weights) and computes in bf16 through autocast.
+    it to `device`; training loads in float32 and holds what it freezes in bf16 when it computes in bf16
+    (`train.trainable.build_trainable`).
 
     `model_config` applies to plain checkpoints and sentence-transformers folders (its `backbone` is replaced by
     the given folder; without it they keep their own prompts, pooling and length); saved embedforge folders and

@@ -260,8 +260,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     total = bounds[-1][1]
 
     torch.manual_seed(train.seed)  # the same fresh adapters on every attempt
-    embedder = build_trainable(config)
     device = ray.train.torch.get_device()
+    bf16 = use_bf16(train, device)
+    embedder = build_trainable(config, bf16)
     embedder.to(device)
     documents = frozen_documents(config, embedder, examples) if config.model.frozen_documents else None
     embedder.train()
@@ -272,7 +273,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         Encoder(embedder, module, train.micro_batch_size, documents),
         module,
         train,
-        use_bf16(train, device),
+        bf16,
         load_teacher(config, device),
     )
 
