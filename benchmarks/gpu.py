@@ -24,6 +24,7 @@ orjson included (serving's response writer; a phase whose packages are missing i
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import importlib.util
 import json
@@ -34,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from common import RESULTS, write_result
 
 log = logging.getLogger("bench.gpu")
 HERE = Path(__file__).resolve()
+LOG_TAIL = 40  # lines of a failed or timed-out phase's output kept in gpu.json
 
 FULL: dict[str, Any] = {
     "device": "cuda",
@@ -204,9 +207,12 @@ def machine(device: str) -> dict[str, Any]:
     return info
 
 
-def run_subprocess(name: str, settings_path: Path, work: Path, limit_s: float) -> tuple[str, dict | None, float]:
-    """Run one phase in its own process group under `limit_s`; its result, or the results it kept so far when it
-    failed or ran out of time (`gpu_bench.measure.keep`)."""
+def run_subprocess(
+    name: str, settings_path: Path, work: Path, limit_s: float
+) -> tuple[str, dict | None, float, list[str]]:
+    """Run one phase in its own process group under `limit_s`, its output passed through as it comes; returns its
+    status, its result (or the results it kept so far when it failed or ran out of time, `gpu_bench.measure.keep`),
+    its seconds and the last LOG_TAIL lines it printed (where a failed or slow phase says what it was doing)."""
     from gpu_bench.measure import PARTIAL
 
     result, partial = work / f"{name}.json", work / f"{name}.partial.json"
@@ -214,7 +220,20 @@ def run_subprocess(name: str, settings_path: Path, work: Path, limit_s: float) -
     partial.unlink(missing_ok=True)
     cmd = [sys.executable, str(HERE), "--phase", name, "--settings", str(settings_path), "--result", str(result)]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, start_new_session=True, env={**os.environ, PARTIAL: str(partial)})
+    proc = subprocess.Popen(
+        cmd, start_new_session=True, env={**os.environ, PARTIAL: str(partial)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+    )  # fmt: skip
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL)
+
+    def relay() -> None:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            tail.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
     try:
         code = proc.wait(timeout=limit_s)
         status = "ok" if code == 0 and result.is_file() else f"failed (exit {code})"
@@ -222,10 +241,11 @@ def run_subprocess(name: str, settings_path: Path, work: Path, limit_s: float) -
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         status = "timeout"
+    reader.join(timeout=10)  # the pipe closes with the last process of the group
     seconds = time.perf_counter() - started
     if status == "ok":
-        return status, json.loads(result.read_text()), seconds
-    return status, json.loads(partial.read_text()) if partial.is_file() else None, seconds
+        return status, json.loads(result.read_text()), seconds, list(tail)
+    return status, json.loads(partial.read_text()) if partial.is_file() else None, seconds, list(tail)
 
 
 def summarise(doc: dict[str, Any], compiled_profile: bool) -> tuple[dict[str, float], dict[str, str]]:
@@ -424,10 +444,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         settings_path.write_text(json.dumps(settings))
         log.info("phase %s (at most %.0f s)", phase, min(cap, left))
-        status, result, seconds = run_subprocess(phase, settings_path, work, min(cap, left))
+        status, result, seconds, tail = run_subprocess(phase, settings_path, work, min(cap, left))
         doc["phases"][phase] = {"status": status, "seconds": round(seconds, 1), "result": result}
-        if status != "ok" and result is not None:
-            doc["phases"][phase]["partial"] = "the phase stopped early; these are the measurements it had made"
+        if status != "ok":
+            doc["phases"][phase]["log_tail"] = tail
+            if result is not None:
+                doc["phases"][phase]["partial"] = "the phase stopped early; these are the measurements it had made"
         log.info("phase %s: %s in %.0f s", phase, status, seconds)
         if phase == "setup":
             if status != "ok":

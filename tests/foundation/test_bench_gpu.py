@@ -63,3 +63,15 @@ def test_without_a_gpu_the_full_run_says_so_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "error: no CUDA GPU here; `--tiny` runs the same code on tiny shapes on the CPU"
     ]
+
+
+def test_a_failed_phase_keeps_the_last_lines_it_printed(tmp_path, load_benchmark, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+    gpu = load_benchmark("gpu")
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"device": "cpu", "models_dir": str(tmp_path), "decoder": "tiny", "train": {}}))
+    status, result, seconds, tail = gpu.run_subprocess("no_such_phase", settings, tmp_path, 120)
+    assert status == "failed (exit 1)" and result is None and seconds > 0
+    assert 0 < len(tail) <= gpu.LOG_TAIL
+    assert tail[-1] == "ValueError: unknown phase 'no_such_phase'"
+    assert "unknown phase 'no_such_phase'" in capsys.readouterr().out  # passed through as it came
