@@ -225,3 +225,59 @@ def test_int8_quantization_agrees_and_leaves_original(trained):
     assert repr(layers["layers.0.self_attn.q_proj"]).startswith("DynamicQuantizedLinear")
     with pytest.raises(ValueError, match="no Linear layer left"):
         quantize_int8(trained, skip=("proj",))
+
+
+def test_every_format_from_one_merge_shares_the_weights_on_disk(tiny_model_dir, tmp_path):
+    """Training's exports: the adapters folded in place once, the custom-module folder hard-linked to the merged
+    export's files, and both still encode like the trained model."""
+    from sentence_transformers import SentenceTransformer
+
+    from embedforge.model.export import export_every_format
+    from embedforge.model.formats import EXPORT_FORMATS
+
+    embedder = _lora_embedder(
+        tiny_model_dir,
+        pooling="latent_attention",
+        latent_attention=LatentAttentionConfig(num_latents=8, num_heads=2),
+        max_doc_length=32,
+    )
+    before = embedder.encode_documents(TEXTS[:10])
+    paths = export_every_format(embedder, tmp_path / "export", card={"training_data": {"wikiqa": 64}})
+    assert set(paths) == set(EXPORT_FORMATS)
+    assert not isinstance(embedder.backbone, PeftModel)  # merged in place, no copy
+    assert cosine_agreement(before, embedder.encode_documents(TEXTS[:10]))["min_cosine"] > 0.9999
+    merged, st = paths["merged"], paths["sentence_transformers"]
+    weights = [*sorted((merged / "backbone").glob("*.safetensors")), merged / "pooling.safetensors"]
+    assert len(weights) >= 2
+    for path in weights:
+        twin = st / "embedforge" / path.relative_to(merged)
+        assert twin.stat().st_ino == path.stat().st_ino and path.stat().st_nlink == 2
+    assert "trust_remote_code=True" in (st / "README.md").read_text()  # each export keeps its own card
+    assert "trust_remote_code" not in (merged / "README.md").read_text()
+    assert not (st / "embedforge" / "README.md").exists()
+    loaded = load_embedder(merged)
+    assert cosine_agreement(before, loaded.encode_documents(TEXTS[:10]))["min_cosine"] > 0.9999
+    model = SentenceTransformer(str(st), device="cpu", trust_remote_code=True)
+    theirs = model.encode_document(TEXTS[:10], convert_to_numpy=True, normalize_embeddings=True)
+    assert cosine_agreement(before, theirs)["min_cosine"] > 0.9999
+
+
+def test_linking_falls_back_to_copies_across_file_systems(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from embedforge.model.export import link_tree
+
+    source = tmp_path / "a"
+    (source / "backbone").mkdir(parents=True)
+    (source / "backbone" / "w.safetensors").write_bytes(b"x" * 100)
+    (source / "README.md").write_text("card")
+
+    def cross_device(src, dst):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    assert link_tree(source, tmp_path / "b", skip=frozenset({"README.md"})) == 100
+    copied, original = tmp_path / "b" / "backbone" / "w.safetensors", source / "backbone" / "w.safetensors"
+    assert copied.read_bytes() == b"x" * 100 and copied.stat().st_ino != original.stat().st_ino
+    assert not (tmp_path / "b" / "README.md").exists()

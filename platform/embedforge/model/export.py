@@ -12,12 +12,18 @@
     outside its own package only with `SentenceTransformer(path, trust_remote_code=True)`, and the export logs
     and records why that configuration needs it.
 Both formats get a generated model card (README.md).
+
+`export_every_format` writes both from one model, as training does: the adapters are folded in once, and the
+custom-module kind hard-links the merged export's files (weights, tokenizer, pooling head) into its `embedforge/`
+folder instead of writing them again, so a 7B model takes its 14.5 GB on disk once.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from embedforge.model.card import render_card
 from embedforge.model.embedder import Embedder
 from embedforge.model.formats import EXPORT_FORMATS
 from embedforge.model.loading import EXPORT_MANIFEST
-from embedforge.model.lora import merged_copy
+from embedforge.model.lora import fold_adapters, merged_copy
 from embedforge.model.persistence import write_folder
 from embedforge.model.st_encoder import write_instructions
 from embedforge.model.st_standard import st_prompts, write_standard_modules
@@ -33,14 +39,41 @@ from embedforge.model.st_standard import st_prompts, write_standard_modules
 log = logging.getLogger(__name__)
 
 
-def _write_custom_module(embedder: Embedder, directory: Path) -> None:
+CARD = "README.md"
+
+
+def link_tree(source: Path, target: Path, skip: frozenset[str] = frozenset()) -> int:
+    """Hard-link every file under `source` into the same place under `target` (a copy where the two are on different
+    file systems or links are refused), leaving out `source`'s top-level names in `skip`; returns the bytes
+    linked or copied."""
+    size = 0
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if relative.parts[0] in skip or not path.is_file():
+            continue
+        dest = target / relative
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.unlink(missing_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copy2(path, dest)
+        size += path.stat().st_size
+    return size
+
+
+def _write_custom_module(embedder: Embedder, directory: Path, merged_export: Path | None) -> None:
     import sentence_transformers
     import torch
     import transformers
 
     from embedforge.model.st_module import EMBEDDER_DIR, EmbedforgeModule
 
-    write_folder(embedder, directory / EMBEDDER_DIR, merged_copy(embedder.backbone))
+    if merged_export is None:
+        write_folder(embedder, directory / EMBEDDER_DIR, merged_copy(embedder.backbone))
+    else:  # the same folder write_folder would write, already on disk: linked, its model card left out
+        linked = link_tree(merged_export, directory / EMBEDDER_DIR, skip=frozenset({CARD}))
+        log.info("%s: linked %.1f MB of the merged export %s", directory / EMBEDDER_DIR, linked / 1e6, merged_export)
     modules = [{"idx": 0, "name": "0", "path": "", "type": f"{EmbedforgeModule.__module__}.EmbedforgeModule"}]
     (directory / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
     st_config = {
@@ -57,7 +90,7 @@ def _write_custom_module(embedder: Embedder, directory: Path) -> None:
     (directory / "config_sentence_transformers.json").write_text(json.dumps(st_config, indent=2) + "\n")
 
 
-def _export_sentence_transformers(embedder: Embedder, directory: Path) -> str | None:
+def _export_sentence_transformers(embedder: Embedder, directory: Path, merged_export: Path | None) -> str | None:
     """Write the standard-modules kind where possible, else the custom module; returns why the latter was needed."""
     reason = write_standard_modules(embedder, directory)
     if reason is None:
@@ -69,7 +102,7 @@ def _export_sentence_transformers(embedder: Embedder, directory: Path) -> str | 
             directory,
             reason,
         )
-        _write_custom_module(embedder, directory)
+        _write_custom_module(embedder, directory, merged_export)
     write_instructions(directory, embedder.config.instructions)
     manifest = {
         "format": "sentence_transformers",
@@ -84,8 +117,15 @@ def _export_sentence_transformers(embedder: Embedder, directory: Path) -> str | 
     return reason
 
 
-def export_embedder(embedder: Embedder, directory: Path, format: str, card: dict[str, Any] | None = None) -> Path:
-    """Write `embedder` to `directory` as `format` (see module docstring) with a model card; returns `directory`."""
+def export_embedder(
+    embedder: Embedder,
+    directory: Path,
+    format: str,
+    card: dict[str, Any] | None = None,
+    merged_export: Path | None = None,
+) -> Path:
+    """Write `embedder` to `directory` as `format` (see module docstring) with a model card; returns `directory`.
+    `merged_export`: this embedder's `merged` export, whose files the custom-module kind links."""
     if format not in EXPORT_FORMATS:
         raise ValueError(f"unknown export format {format!r}; use one of {EXPORT_FORMATS}")
     directory.mkdir(parents=True, exist_ok=True)
@@ -93,7 +133,21 @@ def export_embedder(embedder: Embedder, directory: Path, format: str, card: dict
     if format == "merged":
         write_folder(embedder, directory, merged_copy(embedder.backbone), extra={"exported": "merged"})
     else:
-        custom_reason = _export_sentence_transformers(embedder, directory)
-    (directory / "README.md").write_text(render_card(embedder, format, card, custom_reason))
+        custom_reason = _export_sentence_transformers(embedder, directory, merged_export)
+    (directory / CARD).write_text(render_card(embedder, format, card, custom_reason))
     log.info("exported %s as %s to %s", embedder.name, format, directory)
     return directory
+
+
+def export_every_format(embedder: Embedder, directory: Path, card: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Every format of `EXPORT_FORMATS` into `directory/<format>`, from one merge (see the module docstring). The
+    adapters are folded into `embedder`'s own backbone, so `embedder` is left merged, with no peft wrapper."""
+    embedder.backbone = fold_adapters(embedder.backbone)
+    merged = export_embedder(embedder, directory / "merged", "merged", card)
+    paths = {"merged": merged}
+    paths["sentence_transformers"] = export_embedder(
+        embedder, directory / "sentence_transformers", "sentence_transformers", card, merged_export=merged
+    )
+    if set(paths) != set(EXPORT_FORMATS):
+        raise RuntimeError(f"export_every_format writes {sorted(paths)}, EXPORT_FORMATS names {EXPORT_FORMATS}")
+    return paths

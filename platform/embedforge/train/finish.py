@@ -16,8 +16,7 @@ from typing import Any
 
 from embedforge.config import EmbedforgeConfig
 from embedforge.evaluate.run import selection_vectors_dir
-from embedforge.model.export import export_embedder
-from embedforge.model.formats import EXPORT_FORMATS
+from embedforge.model.export import export_every_format
 from embedforge.model.persistence import save_embedder
 from embedforge.runs.stage import StageRun
 from embedforge.runs.store import staged
@@ -47,10 +46,9 @@ def finalize(
         interpolate_toward_start(embedder, alpha, start)
         log.info("train: WiSE-FT, the saved model is %.2f x trained + %.2f x starting weights", alpha, 1 - alpha)
     embedder.eval()
-    paths = {"model": str(save_embedder(embedder, out_dir / "model"))}
-    for fmt in EXPORT_FORMATS:
-        paths[fmt] = str(export_embedder(embedder, out_dir / "export" / fmt, fmt, card))
-    return paths
+    paths = {"model": str(save_embedder(embedder, out_dir / "model"))}  # its adapters, before the exports merge them
+    exports = export_every_format(embedder, out_dir / "export", card)
+    return paths | {fmt: str(path) for fmt, path in exports.items()}
 
 
 def select_and_finalize(
