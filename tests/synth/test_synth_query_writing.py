@@ -60,3 +60,17 @@ def test_a_completion_is_cleaned_and_checked() -> None:
         with pytest.raises(Rejected) as err:
             parse_query(text, doc, limits)
         assert err.value.reason == reason
+
+
+def test_a_run_of_the_passages_words_is_a_copy_when_asked() -> None:
+    doc = "After his early years in Rome, much of his work was self-designed, but executed by the workshop."
+    copied = "after his early years in rome . much of his work"  # punctuation changed: no verbatim 30 characters
+    assert parse_query(copied, doc, limits_of(SynthConfig())).query == copied  # kept unless asked
+    limits = limits_of(SynthConfig(max_copied_words=6))
+    with pytest.raises(Rejected) as err:
+        parse_query(copied, doc, limits)
+    assert err.value.reason == "query_copied_run" and "repeats 10 of the passage's words" in str(err.value)
+    assert parse_query("what was the workshop in rome for", doc, limits).query == "what was the workshop in rome for"
+    assert parse_query("early years in rome his work", doc, limits)  # five in a row
+    with pytest.raises(ValueError, match="max_copied_words"):
+        SynthConfig(max_copied_words=1)

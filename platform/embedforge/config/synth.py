@@ -134,6 +134,12 @@ class SynthConfig(Section):
         default_factory=lambda: ["question", "keywords"], min_length=1, description="queries mode: one per style"
     )
     max_query_tokens: PositiveInt = Field(32, description="queries mode: the generator's budget for one query")
+    max_copied_words: int | None = Field(
+        None,
+        ge=2,
+        description="queries mode: a query that repeats this many of its passage's words in a row is a copy, not a "
+        "query, and is dropped (`query_copied_run`); None keeps them",
+    )
     max_documents: PositiveInt | None = Field(
         None, description="a seeded sample of this many documents is prompted (all of them are mined and indexed)"
     )

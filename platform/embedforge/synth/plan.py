@@ -27,7 +27,13 @@ TASK_TYPES = {
 
 
 def limits_of(config: SynthConfig) -> Limits:
-    return Limits(config.min_chars, config.max_query_chars, config.max_document_chars, config.num_negatives)
+    return Limits(
+        config.min_chars,
+        config.max_query_chars,
+        config.max_document_chars,
+        config.num_negatives,
+        config.max_copied_words,
+    )
 
 
 def _row(

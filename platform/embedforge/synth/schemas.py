@@ -13,12 +13,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Limits:
-    """Character bounds for generated texts (config synth.min_chars / max_query_chars / max_document_chars)."""
+    """Bounds for generated texts (config synth.min_chars / max_query_chars / max_document_chars /
+    max_copied_words)."""
 
     min_chars: int
     max_query: int
     max_document: int
     num_negatives: int = 4
+    max_copied_words: int | None = None  # queries mode: a query repeating this many of its passage's words in a row
 
 
 def _text(min_len: int, max_len: int) -> dict[str, Any]:

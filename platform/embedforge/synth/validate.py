@@ -191,7 +191,33 @@ def parse_query(text: str, document: str, limits: Limits) -> Candidate:
     Its negatives are mined later from the whole collection, so the candidate has none."""
     query = clean_text(" ".join(text.split()).strip("\"'"), "query", limits.min_chars, limits.max_query)
     _check_distinct(query, clean_text(document, "document", 1, None), ())
+    if limits.max_copied_words is not None:
+        run = longest_shared_run(words(query), words(document))
+        if run >= limits.max_copied_words:
+            raise Rejected("query_copied_run", f"the query repeats {run} of the passage's words in a row")
     return Candidate(query, document, ())
+
+
+_WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens, punctuation and spacing left out (a copy that swaps a comma for a period is a copy)."""
+    return _WORD.findall(normalize(text))
+
+
+def longest_shared_run(a: list[str], b: list[str]) -> int:
+    """The length of the longest run of words that `a` and `b` share, in order and contiguous (dynamic
+    programming over the two sequences, O(len(a) x len(b)): a query against one passage)."""
+    best, previous = 0, [0] * (len(b) + 1)
+    for word in a:
+        current = [0] * (len(b) + 1)
+        for j, other in enumerate(b, start=1):
+            if word == other:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
 
 
 def parse_tasks(text: str, max_task_chars: int) -> list[str]:
