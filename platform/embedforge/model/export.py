@@ -144,10 +144,5 @@ def export_every_format(embedder: Embedder, directory: Path, card: dict[str, Any
     adapters are folded into `embedder`'s own backbone, so `embedder` is left merged, with no peft wrapper."""
     embedder.backbone = fold_adapters(embedder.backbone)
     merged = export_embedder(embedder, directory / "merged", "merged", card)
-    paths = {"merged": merged}
-    paths["sentence_transformers"] = export_embedder(
-        embedder, directory / "sentence_transformers", "sentence_transformers", card, merged_export=merged
-    )
-    if set(paths) != set(EXPORT_FORMATS):
-        raise RuntimeError(f"export_every_format writes {sorted(paths)}, EXPORT_FORMATS names {EXPORT_FORMATS}")
-    return paths
+    st = export_embedder(embedder, directory / "sentence_transformers", "sentence_transformers", card, merged)
+    return {"merged": merged, "sentence_transformers": st}

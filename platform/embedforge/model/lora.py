@@ -77,9 +77,7 @@ def is_peft(backbone: object) -> bool:
 
 def merged_copy(backbone: PreTrainedModel | PeftModel) -> PreTrainedModel:
     """A plain transformers model with the adapters folded in; the given model is left untouched."""
-    if not is_peft(backbone):
-        return backbone
-    return copy.deepcopy(backbone).merge_and_unload()
+    return fold_adapters(copy.deepcopy(backbone)) if is_peft(backbone) else backbone
 
 
 def fold_adapters(backbone: PreTrainedModel | PeftModel) -> PreTrainedModel:
