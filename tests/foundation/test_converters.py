@@ -9,6 +9,7 @@ import pytest
 from embedforge.data.beir import BeirDataset
 from embedforge.data.converters import (
     Converted,
+    cropped_to_examples,
     deduplicate,
     example_id,
     groups_to_examples,
@@ -136,3 +137,23 @@ def test_title_body_title_is_the_query_text_the_positive_untitled_dropped():
         "paper": "NV-Embed 4.2",
         "doc_id": "a",
     }
+
+
+def test_cropped_query_is_a_seeded_span_of_its_document_shorter_than_it():
+    words = "the tide rises and falls twice a day because the moon pulls the sea"
+    docs = [
+        CorpusDocument("a", words, "Tides"),
+        CorpusDocument("b", "too short text", ""),
+        CorpusDocument("c", "one two three four five", ""),
+    ]
+    out = cropped_to_examples(docs, "crops", "Find it", (3, 6), seed=7)
+    by_doc = {json.loads(e.provenance)["doc_id"]: e for e in out.examples}
+    assert set(by_doc) == {"a", "c"} and out.drops == {"document of 3 words or fewer": 1}
+    tides = by_doc["a"]
+    assert tides.positive == "Tides " + words and tides.instruction == "Find it"
+    assert 3 <= len(tides.query.split()) <= 6 and f" {tides.query} " in f" {words} "
+    assert len(by_doc["c"].query.split()) in (3, 4)  # never the whole five-word document
+    again = cropped_to_examples(docs, "crops", "Find it", (3, 6), seed=7).examples
+    assert [e.query for e in again] == [e.query for e in out.examples]
+    spans = {e.query for s in range(20) for e in cropped_to_examples(docs[:1], "crops", "Find it", (3, 6), s).examples}
+    assert len(spans) > 5  # the seed moves the span

@@ -116,6 +116,19 @@ def test_cross_section_checks_name_the_problem():
         config_from_dict(data)
 
 
+def test_a_cropped_source_without_a_path_cuts_from_the_collection_the_teachers_rank():
+    data = _tiny()
+    data["data"]["sources"].append({"name": "crops", "kind": "cropped"})
+    with pytest.raises(ConfigError, match=r"'crops': a cropped source without a path cuts .* mine.corpus"):
+        config_from_dict(data)
+    data["mine"]["corpus"] = "trec_dl_msmarco_subset/corpus.jsonl"
+    sources = {s.name: s for s in config_from_dict(data).data.sources}
+    assert sources["crops"].path == "trec_dl_msmarco_subset/corpus.jsonl"
+    data["data"]["sources"][-1] = {"name": "crops", "kind": "run"}
+    with pytest.raises(ConfigError, match=r"path: a source of kind 'run' needs one"):
+        config_from_dict(data)
+
+
 def test_overrides_and_file_errors(tmp_path):
     config = load_config(REPO / "configs" / "tiny.yaml", ["train.stages.0.steps=9", "data.seed=5"])
     assert (config.train.stages[0].steps, config.data.seed) == (9, 5)

@@ -9,7 +9,7 @@ from embedforge.data.converters import make_example
 from embedforge.data.io import write_jsonl, write_parquet
 from embedforge.data.schema import TrainingExample
 from embedforge.data.shared import SHARED_DATASETS
-from embedforge.data.sources import TITLE_BODY_INSTRUCTION, convert_source, load_source, source_drops
+from embedforge.data.sources import BEIR_INSTRUCTION, TITLE_BODY_INSTRUCTION, convert_source, load_source, source_drops
 from embedforge.runs.stage import StageRun
 
 FAMILY_TYPES = {
@@ -106,6 +106,17 @@ def test_title_body_source_reads_a_document_collection(shared_data, tmp_path):
         ("Tides", "The sea rises and falls twice a day.", "Find the note")
     ]
     assert source_drops(source, converted) == {"source notes: text is only the title": 1}
+
+
+def test_cropped_source_cuts_one_query_from_each_sampled_document(shared_data):
+    source = DataSource(
+        name="crops", kind="cropped", path="trec_dl_msmarco_subset/corpus.jsonl", max_examples=25, crop_words=(4, 8)
+    )
+    examples = load_source(source, seed=3).examples
+    assert len(examples) == 25 and {(e.task_name, e.instruction) for e in examples} == {("crops", BEIR_INSTRUCTION)}
+    assert all(4 <= len(e.query.split()) <= 8 and e.query in " ".join(e.positive.split()) for e in examples)
+    with pytest.raises(ValueError, match="crop_words"):
+        DataSource(name="crops", kind="cropped", path="x.jsonl", crop_words=(9, 4))
 
 
 def test_documents_kind_is_refused_with_a_reason():

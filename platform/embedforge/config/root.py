@@ -41,6 +41,14 @@ class EmbedforgeConfig(Section):
                         f"train.stages.{i}.datasets.{j}.source: unknown data source {ds.source!r} "
                         f"(known: {sorted(known)})"
                     )
+        for source in self.data.sources:
+            if source.kind == "cropped" and not source.path:
+                if not self.mine.corpus:
+                    raise ValueError(
+                        f"data.sources {source.name!r}: a cropped source without a path cuts its queries from "
+                        "mine.corpus, which is not set; give the source a path or set mine.corpus"
+                    )
+                source.path = self.mine.corpus
         for name in self.mine.sources:
             if name not in known:
                 raise ValueError(f"mine.sources: unknown data source {name!r} (known: {sorted(known)})")

@@ -217,6 +217,36 @@ def title_body_to_examples(
     return deduplicate(out)
 
 
+def cropped_to_examples(
+    documents: Iterable[CorpusDocument],
+    task_name: str,
+    instruction: str,
+    words: tuple[int, int],
+    seed: int = 0,
+    task_type: str = "retrieval",
+) -> Converted:
+    """Queries cut from the documents themselves, no generator: each document gives one query, a contiguous span of
+    its text of `words` (low, high) words, its length and place drawn with a generator seeded by the document id
+    (Contriever, Izacard et al. 2022, 3.1's random cropping; the inverse cloze task of Lee et al. 2019). The
+    document is the positive. A span is always shorter than its document: documents of `low` words or fewer are
+    dropped."""
+    low, high = words
+    out = Converted()
+    provenance = {"source": task_name, "converter": "cropped", "paper": "Contriever 3.1"}
+    for doc in documents:
+        tokens = _clean(doc.text).split()
+        if len(tokens) <= low:
+            out.drop(f"document of {low} words or fewer")
+            continue
+        rng = random.Random(f"{seed}:{task_name}:{doc.doc_id}")
+        size = rng.randint(low, min(high, len(tokens) - 1))
+        first = rng.randint(0, len(tokens) - size)
+        query = " ".join(tokens[first : first + size])
+        prov = {**provenance, "doc_id": doc.doc_id}
+        out.examples.append(make_example(task_name, task_type, instruction, query, doc.embedded_text, provenance=prov))
+    return deduplicate(out)
+
+
 def qrels_to_examples(beir: BeirDataset, task_name: str, instruction: str, task_type: str = "retrieval") -> Converted:
     """Retrieval examples from BEIR qrels: one per judged-relevant (query, document), carrying its graded
     relevance r and the collection's top grade R for graded pair-relevance labels (paper 004 sec. 6)."""

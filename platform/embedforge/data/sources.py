@@ -3,8 +3,9 @@
 `kind` decides how: `shared` reads a shared dataset and applies the converter its family needs (recipe section 4);
 `parquet` / `jsonl` read files already in the training-example schema; `beir` turns a BEIR folder's qrels into
 graded retrieval examples; `title_body` turns a titled document collection into (title, text) retrieval pairs;
-`run` reads an earlier stage's output in the run directory; `documents` is a corpus for corpus-grounded
-synthesis, not training data, and is refused here.
+`cropped` cuts one query from each document of a collection (Contriever 3.1's random cropping); `run` reads an
+earlier stage's output in the run directory; `documents` is a corpus for corpus-grounded synthesis, not training
+data, and is refused here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from embedforge.config.data import DataSource
 from embedforge.data.beir import read_beir
 from embedforge.data.converters import (
     Converted,
+    cropped_to_examples,
     groups_to_examples,
     labelled_to_examples,
     nli_to_examples,
@@ -129,6 +131,12 @@ def convert_source(source: DataSource, run_dir: Path | None = None, seed: int = 
         instruction = TITLE_BODY_INSTRUCTION if source.instruction is None else source.instruction
         documents = iter_documents(resolve_data_path(source.path))
         converted = title_body_to_examples(documents, source.name, instruction, source.task_type or "retrieval")
+    elif kind == "cropped":
+        instruction = BEIR_INSTRUCTION if source.instruction is None else source.instruction
+        documents = iter_documents(resolve_data_path(source.path))
+        converted = cropped_to_examples(
+            documents, source.name, instruction, source.crop_words, seed, source.task_type or "retrieval"
+        )
     elif kind == "parquet":
         converted = _relabel(source, read_parquet(resolve_data_path(source.path), TrainingExample))
     elif kind == "jsonl":
