@@ -32,7 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from embedforge.config import EmbedforgeConfig
+    from embedforge.evaluate.tasks import RetrievalTask
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -80,6 +83,33 @@ def collection_file(corpus: str, folder: Path) -> str:
     return str(folder / "corpus.jsonl")
 
 
+def example_queries_file(corpus: str, folder: Path, count: int) -> tuple[str, list[str]]:
+    """A seeded sample of `count` of the corpus's judged real queries written to `folder`/example_queries.txt for
+    `synth.example_queries`, and their ids, which scoring then leaves out. Judged ones, because a query without a
+    judgment in these subsets is one whose relevant documents the subset does not hold: BM25 would show it beside an
+    unrelated passage, where a user's own queries are about their own collection."""
+    import random
+
+    from embedforge.data.shared import read_shared
+
+    dataset = read_shared(corpus)
+    judged = {q.query_id for q in dataset.qrels if q.relevance > 0}
+    candidates = [q for q in dataset.queries if q.query_id in judged]
+    picked = random.Random(f"{corpus}:example_queries").sample(candidates, count)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "example_queries.txt").write_text("".join(q.text + "\n" for q in picked), encoding="utf-8")
+    return str(folder / "example_queries.txt"), sorted(q.query_id for q in picked)
+
+
+def real_task(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) -> RetrievalTask:
+    """The corpus's real queries, every judged one but those shown to the generator as examples."""
+    from embedforge.evaluate.registry import build_task
+
+    task = build_task(corpus, config.evaluate)
+    task.queries = [q for q in task.queries if q.query_id not in set(excluded)]
+    return task
+
+
 def corpus_overrides(corpus: str, path: str) -> list[str]:
     return [
         f"synth.documents={path}",
@@ -91,17 +121,18 @@ def corpus_overrides(corpus: str, path: str) -> list[str]:
     ]
 
 
-def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeConfig) -> dict[str, float]:
+def real_query_scores(
+    models: dict[str, str], corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]
+) -> dict[str, float]:
     """nDCG@10 x 100 of each model on every judged real query over the whole corpus (no limits), reading the
     collection's vectors the run's embedding cache holds (a model's vectors are named by its weights and settings,
     so none is another model's)."""
     from embedforge.evaluate.cached import CachedEncoder
     from embedforge.evaluate.models import load_model
-    from embedforge.evaluate.registry import build_task
     from embedforge.evaluate.run import cache_root
     from embedforge.evaluate.scoring import score_task
 
-    task = build_task(corpus, config.evaluate)
+    task = real_task(corpus, config, excluded)
     scores = {}
     for name, ref in models.items():
         started = time.time()
@@ -112,7 +143,7 @@ def real_query_scores(models: dict[str, str], corpus: str, config: EmbedforgeCon
     return scores
 
 
-def teacher_fusion_score(corpus: str, config: EmbedforgeConfig) -> float:
+def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) -> float:
     """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' rankings of the whole corpus
     fused by RRF (`mine.rrf_k`), each teacher's vectors of the corpus read from the run's embedding cache, where
     mining put them, and its query vectors fed back as mining feeds them (`feedback`)."""
@@ -121,13 +152,12 @@ def teacher_fusion_score(corpus: str, config: EmbedforgeConfig) -> float:
     from embedforge.config.mine import DENSE_KINDS
     from embedforge.embeddings.cache import EmbeddingCache
     from embedforge.evaluate import metrics
-    from embedforge.evaluate.registry import build_task
     from embedforge.mine.feedback import expand_queries
     from embedforge.mine.index import build_index
     from embedforge.mine.run import cache_root
     from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
 
-    task = build_task(corpus, config.evaluate)
+    task = real_task(corpus, config, excluded)
     sides = {"query": [q.text for q in task.queries], "document": [d.embedded_text for d in task.corpus]}
     fused = np.zeros((len(task.queries), len(task.corpus)))
     for teacher in (t for t in config.mine.teachers if t.kind in DENSE_KINDS):
@@ -197,12 +227,20 @@ def main() -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--resume", action="store_true", help="keep an earlier run's stages and embedding cache")
     parser.add_argument(
+        "--example-queries",
+        type=int,
+        default=0,
+        help="write this many of each corpus's judged real queries as synth.example_queries and leave them out of "
+        "the scoring; the style `examples` must be set to use them",
+    )
+    parser.add_argument(
         "--experiment",
         help="record this run as a named experiment beside the profile's own result (kept, whatever it scores)",
     )
     args = parser.parse_args()
     # a corpus run alone keeps the other corpora's results when they ran the same recipe (config and overrides)
-    protocol = json.dumps({"overrides": args.overrides, "seeds": args.seeds})
+    shown = {"example_queries": args.example_queries} if args.example_queries else {}
+    protocol = json.dumps({"overrides": args.overrides, "seeds": args.seeds, **shown})
     recipe = hashlib.sha256((CONFIG.read_text() + protocol).encode()).hexdigest()[:12]
     from embedforge.logs import configure_logging
 
@@ -228,6 +266,10 @@ def main() -> None:
         # one cold embedding cache for mining and evaluation, as on a fresh machine
         cache = [f"{stage}.cache_dir={run_dir / 'embedding-cache'}" for stage in ("mine", "evaluate")]
         base = corpus_overrides(corpus, collection_file(corpus, run_dir / "collection")) + cache + args.overrides
+        excluded: list[str] = []
+        if args.example_queries:
+            examples, excluded = example_queries_file(corpus, run_dir / "collection", args.example_queries)
+            base.append(f"synth.example_queries={examples}")
         runs, baselines = {}, None
         for seed in range(args.seeds):
             config = load_config(str(CONFIG), [*base, f"train.seed={seed}"])
@@ -240,10 +282,11 @@ def main() -> None:
             start = starting_model(config)  # the deploy guard's start: a decoder as pretrained, causal attention
             if baselines is None:  # the same for every seed: the start, MiniLM and the teachers' fusion
                 models = {"start": start} | ({"minilm": MINILM} if start != MINILM else {})
-                baselines = real_query_scores(models, corpus, config)
+                baselines = real_query_scores(models, corpus, config, excluded)
                 baselines.setdefault("minilm", baselines["start"])
-                baselines["teachers_rrf"] = round(teacher_fusion_score(corpus, config), 2)
-            scores = baselines | real_query_scores({"trained": str(run_dir / "train" / "model")}, corpus, config)
+                baselines["teachers_rrf"] = round(teacher_fusion_score(corpus, config, excluded), 2)
+            trained = {"trained": str(run_dir / "train" / "model")}
+            scores = baselines | real_query_scores(trained, corpus, config, excluded)
             deployed = "trained" if decision is None or decision.deploy == "trained" else "start"
             runs[str(seed)] = record = {
                 "ndcg10": {**scores, "deployed": scores[deployed]},
@@ -261,8 +304,12 @@ def main() -> None:
                 "agrees with" if record["guard_agrees"] else "disagrees with",
             )  # fmt: skip
         results[corpus] = {"recipe": recipe, **summarize(runs)}
+        if args.example_queries:
+            results[corpus]["example_queries"] = {"shown": args.example_queries, "left_out_of_scoring": excluded}
     if args.experiment:
         entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios_of(results)}
+        if args.example_queries:
+            entry["example_queries"] = args.example_queries
         print(record_experiment("domain", args.experiment, entry, GOALS).read_text())
         return
     previous = previous_result("domain")

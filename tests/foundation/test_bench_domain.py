@@ -48,3 +48,19 @@ def test_a_collection_without_a_beir_folder_is_written_for_the_run(domain, share
     path = domain.collection_file("wikiqa_retrieval", tmp_path / "wikiqa")
     rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 9270 and rows[0]["_id"] == "w0" and rows[0]["text"].startswith("a glacier cave")
+
+
+def test_example_queries_are_judged_real_queries_that_the_scoring_then_leaves_out(domain, shared_data, tmp_path):
+    from embedforge.config import load_config
+    from embedforge.synth.example_queries import read_example_queries
+
+    path, left_out = domain.example_queries_file("trec_dl_msmarco_subset", tmp_path, 4)
+    assert (path, left_out) == domain.example_queries_file("trec_dl_msmarco_subset", tmp_path, 4)  # seeded
+    shown = read_example_queries(Path(path))
+    config = load_config(str(domain.CONFIG), domain.corpus_overrides("trec_dl_msmarco_subset", "unused.jsonl"))
+    everything = domain.real_task("trec_dl_msmarco_subset", config, [])
+    scored = domain.real_task("trec_dl_msmarco_subset", config, left_out)
+    texts = {q.query_id: q.text for q in everything.queries}
+    assert len(shown) == len(left_out) == 4 and sorted(texts[i] for i in left_out) == sorted(shown)
+    assert len(scored.queries) == len(everything.queries) - 4 == 39
+    assert not {q.query_id for q in scored.queries} & set(left_out)

@@ -103,9 +103,18 @@ def test_query_writing_run_samples_documents_and_holds_out_whole_documents(
     config.synth.min_chars = 1  # random weights write short, odd queries: keep what the checks allow
     config.synth.max_query_tokens = 8
     config.synth.max_query_chars = 150
+    examples = tmp_path / "queries.txt"
+    examples.write_text("volcanoes note\nsourdough note\n", encoding="utf-8")
+    both = {"query_styles": ["question", "examples"], "example_queries": str(examples)}
+    config.synth = type(config.synth).model_validate({**config.synth.model_dump(), **both})
     run_dir = tmp_path / "run"
 
     manifest = run_synth(config, run_dir)
+    # the user's queries are shown beside the passages BM25 ranks first for them (Promptagator 3.1)
+    assert manifest["demonstrations"] == [
+        {"query": "volcanoes note", "doc_id": "d0"},
+        {"query": "sourdough note", "doc_id": "d2"},
+    ]
     styles = len(config.synth.query_styles)
     assert manifest["counts"]["prompts"] == (len(TOPICS) - 1) * styles
     assert _accounted(manifest) == manifest["counts"]["prompts"], manifest
@@ -114,7 +123,7 @@ def test_query_writing_run_samples_documents_and_holds_out_whole_documents(
     for ex in examples:
         prov = ex.provenance_dict()
         assert ex.positive == texts[prov["doc_id"]] and ex.negatives == [] and ex.query
-        assert prov["template"] == "queries-v1" and prov["placeholders"]["style"] in config.synth.query_styles
+        assert prov["template"] == "queries-v1+examples" and prov["placeholders"]["style"] in config.synth.query_styles
     heldout = read_beir(run_dir / "synth" / "heldout")
     assert len(heldout.corpus) == len(TOPICS), "the validation slice searches the whole collection"
     assert not {ex.provenance_dict()["doc_id"] for ex in examples} & {q.doc_id for q in heldout.qrels}

@@ -5,13 +5,13 @@ NV-Embed (seed 000) 4.3 and the appendix prompts in seed 001; MGH (seed 002) 2.1
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
 from embedforge.config.base import CustomResources, Section, resources_field
 
-QueryStyle = Literal["question", "keywords", "category"]
+QueryStyle = Literal["question", "keywords", "category", "examples"]
 Family = Literal["short-long", "long-short", "short-short", "long-long", "sts", "classification"]
 
 # Guided decoding bounds strings in characters, the engine in tokens: budget at this many characters per token
@@ -113,6 +113,8 @@ class JudgeConfig(Section):
 
 
 class SynthConfig(Section):
+    implicit_values: ClassVar[dict[str, Any]] = {"example_queries": None, "max_example_queries": 8}
+
     enabled: bool = True
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     families: list[Family] = Field(
@@ -131,8 +133,17 @@ class SynthConfig(Section):
         "asks for a JSON example with a query and four graded negatives (MGH 2.1)",
     )
     query_styles: list[QueryStyle] = Field(
-        default_factory=lambda: ["question", "keywords"], min_length=1, description="queries mode: one per style"
+        default_factory=lambda: ["question", "keywords"],
+        min_length=1,
+        description="queries mode: one query per document and style; `examples` writes them like `example_queries`",
     )
+    example_queries: str | None = Field(
+        None,
+        description="queries mode, style `examples`: a few of the collection's real queries (a BEIR queries .jsonl, "
+        "or one per line), no judgments needed; each, beside the passage BM25 ranks first for it, demonstrates the "
+        "collection's own query form to the generator (Promptagator 3.1)",
+    )
+    max_example_queries: PositiveInt = Field(8, description="a seeded sample of this many example queries is shown")
     max_query_tokens: PositiveInt = Field(32, description="queries mode: the generator's budget for one query")
     max_copied_words: int | None = Field(
         None,
@@ -158,6 +169,15 @@ class SynthConfig(Section):
     def writes_queries(self) -> bool:
         """Corpus-grounded few-shot query writing (no JSON, no generated negatives)."""
         return self.documents is not None and self.grounded_mode == "queries"
+
+    @model_validator(mode="after")
+    def _examples_style_has_queries(self) -> SynthConfig:
+        styled = "examples" in self.query_styles
+        if styled and not self.example_queries:
+            raise ValueError("synth.query_styles: the style 'examples' needs synth.example_queries, a file of queries")
+        if self.example_queries and not styled:
+            raise ValueError("synth.example_queries is shown only to the style 'examples': add it to query_styles")
+        return self
 
     @model_validator(mode="after")
     def _fits_token_budget(self) -> SynthConfig:

@@ -12,7 +12,7 @@ from typing import Any
 
 from embedforge.config.synth import CHARS_PER_TOKEN, JSON_OVERHEAD_TOKENS, SynthConfig
 from embedforge.data.schema import CorpusDocument
-from embedforge.synth.query_prompts import query_prompts
+from embedforge.synth.query_prompts import QueryPrompts
 from embedforge.synth.schemas import Limits, brainstorm_schema, output_schema
 from embedforge.synth.templates import load_template
 
@@ -154,9 +154,10 @@ def grounded_rows(config: SynthConfig, seed: int, documents: list[CorpusDocument
     return rows
 
 
-def query_rows(config: SynthConfig, seed: int, documents: list[CorpusDocument]) -> list[dict[str, Any]]:
+def query_rows(
+    config: SynthConfig, seed: int, documents: list[CorpusDocument], prompts: QueryPrompts
+) -> list[dict[str, Any]]:
     """Corpus-grounded queries mode: one few-shot completion prompt per (document, query style), no schema."""
-    prompts = query_prompts()
     rows = []
     for doc in documents:
         text = doc.embedded_text

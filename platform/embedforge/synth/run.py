@@ -28,6 +28,7 @@ from embedforge.paths import resolve_data_path
 from embedforge.runs.stage import StageRun, read_manifest
 from embedforge.synth.dedup import Deduplicator, encoder_embedder
 from embedforge.synth.engine import EngineSettings
+from embedforge.synth.example_queries import EXAMPLES_STYLE, example_demonstrations, read_example_queries
 from embedforge.synth.heldout import is_heldout, write_beir
 from embedforge.synth.plan import (
     assign_shards,
@@ -37,6 +38,7 @@ from embedforge.synth.plan import (
     limits_of,
     query_rows,
 )
+from embedforge.synth.query_prompts import query_prompts
 from embedforge.synth.records import text_lengths, to_training_example
 from embedforge.synth.report import plot, summarize
 from embedforge.synth.validate import Rejected, leaves_room_for_query, parse_tasks, rescale
@@ -141,6 +143,20 @@ def _documents(config: EmbedforgeConfig) -> tuple[Path, int, list[CorpusDocument
     return path, total, prompted
 
 
+def _example_demonstrations(config: EmbedforgeConfig, collection: Path) -> tuple[dict[str, str], ...]:
+    """The user's example queries, each beside the collection's passage BM25 ranks first for it; () without any."""
+    synth = config.synth
+    if not synth.example_queries:
+        return ()
+    queries = read_example_queries(resolve_data_path(synth.example_queries))
+    demos = example_demonstrations(
+        queries, list(iter_documents(collection)), synth.max_example_queries, f"{config.seed}:example_queries"
+    )
+    for d in demos:
+        log.info("synth: example query %r shown beside document %s", d[EXAMPLES_STYLE], d["doc_id"])
+    return demos
+
+
 class _ShardWriter:
     """Finalises one shard: judge threshold, dedup, held-out split, then stats and data written atomically."""
 
@@ -229,10 +245,15 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     connect()
     started = time.time()
     drops: dict[str, int] = {}
+    demonstrations: tuple[dict[str, str], ...] = ()
     if synth.documents:
         collection, collection_size, prompted = _documents(config)
-        plan_rows = query_rows if synth.writes_queries else grounded_rows
-        rows = plan_rows(synth, config.seed, prompted)
+        if synth.writes_queries:
+            demonstrations = _example_demonstrations(config, collection)
+            prompts = query_prompts().with_examples(demonstrations) if demonstrations else query_prompts()
+            rows = query_rows(synth, config.seed, prompted, prompts)
+        else:
+            rows = grounded_rows(synth, config.seed, prompted)
         log.info(
             "synth: corpus-grounded (%s), %d of %d documents from %s",
             synth.grounded_mode,
@@ -251,6 +272,8 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
     prior = [json.loads((stats_dir / f"part-{s:05d}.json").read_text()) for s in sorted(done)]
     embed, dim = encoder_embedder(synth.dedup_model)
     dedup = Deduplicator(embed, synth.near_duplicate_threshold, dim)
+    # a generated query that repeats one of the user's example queries is a near-duplicate of it, not a new query
+    dedup.filter([d[EXAMPLES_STYLE] for d in demonstrations], [d["document"] for d in demonstrations])
     for st in prior:
         dedup.filter([q for q, _ in st["kept_pairs"]], [p for _, p in st["kept_pairs"]])
     pending = [s for s in sorted(shards) if s not in done]
@@ -301,6 +324,8 @@ def run_synth(config: EmbedforgeConfig, run_dir: str | Path) -> dict[str, Any]:
         # scored with the instruction its siblings were trained with (evaluate.registry reads it)
         _write_json(heldout_dir / HELDOUT_TASK_FILE, {"instruction": synth.documents_instruction})
         extra["heldout"] = {"dir": str(heldout_dir), "queries": len(queries), "corpus": collection_size}
+    if demonstrations:
+        extra["demonstrations"] = [{"query": d[EXAMPLES_STYLE], "doc_id": d["doc_id"]} for d in demonstrations]
     png = plot(all_stats, stage.dir / "report.png", f"synth: {synth.generator.model}")
     new_tokens = sum(st["counts"]["output_tokens"] + st["counts"]["judge_tokens"] for st in new_stats)
     new_prompts = sum(st["counts"]["prompts"] for st in new_stats)
