@@ -120,6 +120,8 @@ def test_example_queries_are_read_from_lines_or_a_beir_queries_file(tmp_path) ->
     empty.write_text("\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match="no example queries"):
         read_example_queries(empty)
+    with pytest.raises(FileNotFoundError, match=r"synth\.example_queries: .*missing\.txt does not exist"):
+        read_example_queries(tmp_path / "missing.txt")
 
 
 def test_the_examples_style_and_the_example_queries_come_together() -> None:

@@ -25,6 +25,8 @@ DEMONSTRATION_CHARS = 300  # a demonstration's document in the prompt; the promp
 
 def read_example_queries(path: Path) -> list[str]:
     """The queries of `path`: a BEIR queries file (`.jsonl`, rows with `_id` and `text`) or one query per line."""
+    if not path.is_file():
+        raise FileNotFoundError(f"synth.example_queries: {path} does not exist")
     if path.suffix == ".jsonl":
         queries = [q.text.strip() for q in read_beir_queries(path)]
     else:
