@@ -178,7 +178,7 @@ def load_while(served, action, clients: int = 8, seconds: float = 20.0):
 
 def test_killing_one_of_two_replicas_under_load_loses_no_request(two_replicas):
     app = two_replicas.app_name
-    wait_for(lambda: len(replica_pids(app)) == 2, 120, "two live replicas")
+    wait_for(lambda: len(replica_pids(app)) == 2, 180, "two live replicas")
     victim = replica_pids(app)[0]
     statuses = load_while(two_replicas, lambda: os.kill(victim, signal.SIGKILL))
     assert statuses[200] > 20, statuses
