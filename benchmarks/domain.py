@@ -105,8 +105,8 @@ def real_task(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) ->
     """The corpus's real queries, every judged one but those shown to the generator as examples."""
     from embedforge.evaluate.registry import build_task
 
-    task = build_task(corpus, config.evaluate)
-    task.queries = [q for q in task.queries if q.query_id not in set(excluded)]
+    task, left_out = build_task(corpus, config.evaluate), set(excluded)
+    task.queries = [q for q in task.queries if q.query_id not in left_out]
     return task
 
 
@@ -308,8 +308,6 @@ def main() -> None:
             results[corpus]["example_queries"] = {"shown": args.example_queries, "left_out_of_scoring": excluded}
     if args.experiment:
         entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios_of(results)}
-        if args.example_queries:
-            entry["example_queries"] = args.example_queries
         print(record_experiment("domain", args.experiment, entry, GOALS).read_text())
         return
     previous = previous_result("domain")
