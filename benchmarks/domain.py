@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from embedforge.config import EmbedforgeConfig
+    from embedforge.data.schema import Query
     from embedforge.evaluate.tasks import RetrievalTask
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -60,6 +61,7 @@ GOALS = {
 }
 REAL_GAIN = 0.5  # what the guard must see: the trained model beats its start by this much on the real queries
 STAGES = ("synth", "mine", "train", "evaluate")
+GUARD_TASK = "judged_queries"  # the deploy guard's task with --guard-queries: a few of the user's judged queries
 
 
 def stage_seconds(run_dir: Path, stage: str) -> float:
@@ -83,22 +85,59 @@ def collection_file(corpus: str, folder: Path) -> str:
     return str(folder / "corpus.jsonl")
 
 
-def example_queries_file(corpus: str, folder: Path, count: int) -> tuple[str, list[str]]:
-    """A seeded sample of `count` of the corpus's judged real queries written to `folder`/example_queries.txt for
-    `synth.example_queries`, and their ids, which scoring then leaves out. Judged ones, because a query without a
-    judgment in these subsets is one whose relevant documents the subset does not hold: BM25 would show it beside an
-    unrelated passage, where a user's own queries are about their own collection."""
+def judged_sample(corpus: str, purpose: str, count: int, excluded: Sequence[str] = ()) -> list[Query]:
+    """A sample of `count` of the corpus's judged real queries, seeded by the corpus and `purpose`, none of
+    `excluded`. Judged ones, because a query without a judgment in these subsets is one whose relevant documents the
+    subset does not hold, where a user's own queries are about their own collection."""
     import random
 
     from embedforge.data.shared import read_shared
 
-    dataset = read_shared(corpus)
+    dataset, left_out = read_shared(corpus), set(excluded)
     judged = {q.query_id for q in dataset.qrels if q.relevance > 0}
-    candidates = [q for q in dataset.queries if q.query_id in judged]
-    picked = random.Random(f"{corpus}:example_queries").sample(candidates, count)
+    candidates = [q for q in dataset.queries if q.query_id in judged and q.query_id not in left_out]
+    return random.Random(f"{corpus}:{purpose}").sample(candidates, count)
+
+
+def example_queries_file(corpus: str, folder: Path, count: int) -> tuple[str, list[str]]:
+    """`count` judged real queries written to `folder`/example_queries.txt for `synth.example_queries`, and their
+    ids, which scoring then leaves out (BM25 shows each beside the passage it ranks first, so they must be queries
+    the collection answers)."""
+    picked = judged_sample(corpus, "example_queries", count)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "example_queries.txt").write_text("".join(q.text + "\n" for q in picked), encoding="utf-8")
     return str(folder / "example_queries.txt"), sorted(q.query_id for q in picked)
+
+
+def guard_queries_folder(
+    corpus: str, collection: str, folder: Path, count: int, excluded: Sequence[str]
+) -> tuple[str, list[str]]:
+    """A user's few judged queries for the deploy guard (`evaluate.deploy_guard.task`): `count` judged real
+    queries, none of `excluded`, with their qrels and the collection, written as a BEIR folder at `folder`; and
+    their ids, which scoring then leaves out."""
+    from embedforge.data.shared import read_shared
+    from embedforge.paths import resolve_data_path
+
+    picked = judged_sample(corpus, "guard_queries", count, excluded)
+    ids = {q.query_id for q in picked}
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(resolve_data_path(collection), folder / "corpus.jsonl")
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps({"_id": q.query_id, "text": q.text}, ensure_ascii=False) + "\n" for q in picked)
+    qrels = [q for q in read_shared(corpus).qrels if q.query_id in ids]
+    rows = "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in qrels)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
+    return str(folder), sorted(ids)
+
+
+def guard_overrides(corpus: str, folder: str, min_gain: float) -> list[str]:
+    """The deploy guard on the user's judged queries: a custom retrieval task evaluated beside the slice."""
+    task = f"{{name: {GUARD_TASK}, family: retrieval, path: {folder}, instruction: {json.dumps(CORPORA[corpus])}}}"
+    return [
+        f"evaluate.custom_tasks=[{task}]",
+        f"evaluate.tasks=[synthetic_heldout, {GUARD_TASK}]",
+        f"evaluate.deploy_guard={{task: {GUARD_TASK}, min_gain: {min_gain}}}",
+    ]
 
 
 def real_task(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) -> RetrievalTask:
@@ -234,12 +273,20 @@ def main() -> None:
         "the scoring; the style `examples` must be set to use them",
     )
     parser.add_argument(
+        "--guard-queries",
+        type=int,
+        default=0,
+        help="give the deploy guard this many of each corpus's judged real queries (evaluate.deploy_guard.task, "
+        "with min_gain REAL_GAIN / 100) and leave them out of the scoring",
+    )
+    parser.add_argument(
         "--experiment",
         help="record this run as a named experiment beside the profile's own result (kept, whatever it scores)",
     )
     args = parser.parse_args()
     # a corpus run alone keeps the other corpora's results when they ran the same recipe (config and overrides)
     shown = {"example_queries": args.example_queries} if args.example_queries else {}
+    shown |= {"guard_queries": args.guard_queries} if args.guard_queries else {}
     protocol = json.dumps({"overrides": args.overrides, "seeds": args.seeds, **shown})
     recipe = hashlib.sha256((CONFIG.read_text() + protocol).encode()).hexdigest()[:12]
     from embedforge.logs import configure_logging
@@ -265,11 +312,19 @@ def main() -> None:
             shutil.rmtree(run_dir, ignore_errors=True)
         # one cold embedding cache for mining and evaluation, as on a fresh machine
         cache = [f"{stage}.cache_dir={run_dir / 'embedding-cache'}" for stage in ("mine", "evaluate")]
-        base = corpus_overrides(corpus, collection_file(corpus, run_dir / "collection")) + cache + args.overrides
+        collection = collection_file(corpus, run_dir / "collection")
+        base = corpus_overrides(corpus, collection) + cache + args.overrides
         excluded: list[str] = []
         if args.example_queries:
             examples, excluded = example_queries_file(corpus, run_dir / "collection", args.example_queries)
             base.append(f"synth.example_queries={examples}")
+        guard_ids: list[str] = []
+        if args.guard_queries:
+            folder, guard_ids = guard_queries_folder(
+                corpus, collection, run_dir / "collection" / "guard", args.guard_queries, excluded
+            )
+            base += guard_overrides(corpus, folder, REAL_GAIN / 100)
+        excluded = excluded + guard_ids
         runs, baselines = {}, None
         for seed in range(args.seeds):
             config = load_config(str(CONFIG), [*base, f"train.seed={seed}"])
@@ -305,7 +360,11 @@ def main() -> None:
             )  # fmt: skip
         results[corpus] = {"recipe": recipe, **summarize(runs)}
         if args.example_queries:
-            results[corpus]["example_queries"] = {"shown": args.example_queries, "left_out_of_scoring": excluded}
+            results[corpus]["example_queries"] = {"shown": args.example_queries}
+        if args.guard_queries:
+            results[corpus]["guard_queries"] = {"judged": args.guard_queries, "ids": guard_ids}
+        if excluded:
+            results[corpus]["left_out_of_scoring"] = excluded
     if args.experiment:
         entry = {"overrides": args.overrides, "date": machine["date"], "results": results, "ratios": ratios_of(results)}
         print(record_experiment("domain", args.experiment, entry, GOALS).read_text())

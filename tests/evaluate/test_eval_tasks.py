@@ -164,6 +164,9 @@ def test_config_validation_names_the_problem():
         CustomTask(name="t", family="sts", path="p.tsv", test_path="q.tsv")
     with pytest.raises(ValueError, match="samples_per_label only applies to classification"):
         CustomTask(name="t", family="clustering", path="p.tsv", samples_per_label=4)
+    # a config travels to Ray workers as its dump: a custom task of any family comes back as it left
+    config = EvaluateConfig(custom_tasks=[CustomTask(name="t", family="retrieval", path="folder")])
+    assert EvaluateConfig.model_validate(config.model_dump()) == config
     with pytest.raises(ValueError, match=r"duplicate task names \['t'\]"):
         EvaluateConfig(
             custom_tasks=[CustomTask(name="t", family="sts", path="a"), CustomTask(name="t", family="sts", path="b")]

@@ -64,3 +64,25 @@ def test_example_queries_are_judged_real_queries_that_the_scoring_then_leaves_ou
     assert len(shown) == len(left_out) == 4 and sorted(texts[i] for i in left_out) == sorted(shown)
     assert len(scored.queries) == len(everything.queries) - 4 == 39
     assert not {q.query_id for q in scored.queries} & set(left_out)
+
+
+def test_the_guard_queries_are_a_judged_beir_folder_the_guard_decides_on_and_the_scoring_leaves_out(
+    domain, shared_data, tmp_path
+):
+    from embedforge.config import load_config
+    from embedforge.evaluate.registry import build_task
+
+    corpus = "trec_dl_msmarco_subset"
+    _, shown = domain.example_queries_file(corpus, tmp_path, 4)
+    folder, guard = domain.guard_queries_folder(corpus, f"{corpus}/corpus.jsonl", tmp_path / "guard", 10, shown)
+    assert guard == domain.guard_queries_folder(corpus, f"{corpus}/corpus.jsonl", tmp_path / "again", 10, shown)[1]
+    assert len(guard) == 10 and not set(guard) & set(shown)
+    overrides = domain.corpus_overrides(corpus, "unused.jsonl") + domain.guard_overrides(corpus, folder, 0.005)
+    config = load_config(str(domain.CONFIG), overrides)
+    assert (config.evaluate.deploy_guard.task, config.evaluate.deploy_guard.min_gain) == (domain.GUARD_TASK, 0.005)
+    task = build_task(domain.GUARD_TASK, config.evaluate)
+    assert sorted(q.query_id for q in task.queries) == guard and len(task.corpus) == 5000
+    everything = domain.real_task(corpus, config, [])
+    assert all(task.qrels[i] == everything.qrels[i] for i in guard)  # every judgment of each query, as shipped
+    scored = domain.real_task(corpus, config, shown + guard)
+    assert len(scored.queries) == len(everything.queries) - 14

@@ -173,7 +173,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     """Keys added after stages were completed (`Section.implicit_values`) leave a config's dump, and so its stage
     hashes, as they were until a config sets them."""
     from embedforge.config.base import Section
-    from embedforge.config.evaluate import EvaluateConfig
+    from embedforge.config.evaluate import DeployGuard, EvaluateConfig
     from embedforge.config.mine import MineConfig, SelectionConfig
     from embedforge.config.model import LoraConfig, ModelConfig
     from embedforge.config.train import DistillConfig, GradCacheConfig, InfoNCEConfig, MatryoshkaConfig, TrainConfig
@@ -196,7 +196,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
         ModelConfig: {"frozen_documents": False, "compile": False},
         DistillConfig: {"scores": "mined", "over": "candidates", "positive": "as_scored"},
         InfoNCEConfig: {"symmetric": False},
-        EvaluateConfig: {"dimensions": []},
+        EvaluateConfig: {"dimensions": [], "deploy_guard": DeployGuard()},
     }
     assert GradCacheConfig.implicit_values == {"chunk_tokens": None}
     assert TrainConfig.implicit_values == {
@@ -207,7 +207,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
 
     dump = load_config(REPO / "configs" / "local.yaml").model_dump(mode="json")
     assert "soft_labels_from" not in dump["mine"] and "wise_ft_alpha" not in dump["train"]
-    assert "matryoshka" not in dump["train"] and "dimensions" not in dump["evaluate"]
+    assert "matryoshka" not in dump["train"] and not {"dimensions", "deploy_guard"} & set(dump["evaluate"])
     assert not {"max_positive_rank", "keep_untagged_negatives"} & set(dump["mine"]["selection"])
     assert "top_layers" not in dump["model"]["lora"] and "lora" in dump["model"]
     assert "frozen_documents" not in dump["model"] and "over" not in dump["train"]["stages"][0]["losses"]["distill"]

@@ -10,6 +10,7 @@ from embedforge.config.base import CustomResources, Section, resources_field
 
 Family = Literal["retrieval", "reranking", "sts", "pair_classification", "classification", "clustering"]
 TRAINED = "trained"  # the name the run's own trained model goes by in tasks, reports and baseline_for_deltas
+HELDOUT_TASK = "synthetic_heldout"  # the validation slice: the generated queries synth held out of training
 
 
 class CustomTask(Section):
@@ -33,9 +34,26 @@ class CustomTask(Section):
             return self
         if self.test_path is not None:
             raise ValueError(f"custom task {self.name!r}: test_path only applies to classification tasks")
-        if "samples_per_label" in self.model_fields_set:
+        if self.samples_per_label != CustomTask.model_fields["samples_per_label"].default:
             raise ValueError(f"custom task {self.name!r}: samples_per_label only applies to classification tasks")
         return self
+
+
+class DeployGuard(Section):
+    """What the deploy step judges a trained model on before serving it (pipeline/deploy_guard.py): the starting
+    model is served instead unless the trained one beats it on `task` by `min_gain`."""
+
+    task: str = Field(
+        HELDOUT_TASK,
+        description="an evaluated task: the validation slice (generated queries held out of training), or a custom "
+        "retrieval task holding a few of the user's own queries with their judged documents",
+    )
+    min_gain: float = Field(
+        0.0,
+        ge=0,
+        description="the trained model's main score must beat the starting model's by at least this much (0.005: "
+        "half a point of nDCG@10 x 100)",
+    )
 
 
 class EvaluateConfig(Section):
@@ -87,7 +105,9 @@ class EvaluateConfig(Section):
         "be below every evaluated model's width",
     )
 
-    implicit_values: ClassVar[dict[str, Any]] = {"dimensions": []}
+    deploy_guard: DeployGuard = Field(default_factory=DeployGuard)
+
+    implicit_values: ClassVar[dict[str, Any]] = {"dimensions": [], "deploy_guard": DeployGuard()}
 
     @model_validator(mode="after")
     def _consistent(self) -> EvaluateConfig:
@@ -97,6 +117,7 @@ class EvaluateConfig(Section):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"custom_tasks: duplicate task names {duplicates}")
+        self._guard_task_evaluated()
         known = {*self.baselines, TRAINED}
         if self.baseline_for_deltas is not None and self.baseline_for_deltas not in known:
             raise ValueError(
@@ -104,3 +125,15 @@ class EvaluateConfig(Section):
                 f"{self.baselines}"
             )
         return self
+
+    def _guard_task_evaluated(self) -> None:
+        """A guard task the user names is one evaluation scores (the default, the validation slice, is scored
+        whenever the run has one; under `tasks: [all]` evaluation checks the name against every task it knows)."""
+        guard = self.deploy_guard.task
+        if "task" not in self.deploy_guard.model_fields_set or guard == HELDOUT_TASK or "all" in self.tasks:
+            return
+        if guard not in self.tasks:
+            raise ValueError(
+                f"evaluate.deploy_guard.task {guard!r} is not evaluated: add it to evaluate.tasks {self.tasks} "
+                "(a custom task also to evaluate.custom_tasks)"
+            )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from embedforge.config import EmbedforgeConfig
-from embedforge.config.evaluate import CustomTask, EvaluateConfig
+from embedforge.config.evaluate import HELDOUT_TASK, CustomTask, EvaluateConfig
 from embedforge.data.beir import BeirDataset, read_beir
 from embedforge.data.schema import LabelledText, NliPair, ScoredPair
 from embedforge.data.shared import get_shared
@@ -32,7 +32,6 @@ from embedforge.evaluate.tasks import (
 )
 from embedforge.paths import data_dir, resolve_data_path
 
-HELDOUT_TASK = "synthetic_heldout"
 HELDOUT_INSTRUCTION = "Given a query, retrieve relevant passages that answer the query"
 HELDOUT_TASK_FILE = "task.json"  # synth writes the instruction its queries were trained with beside the BEIR files
 
@@ -119,6 +118,9 @@ def heldout_dir(run_dir: Path) -> Path:
 
 def selected_tasks(config: EvaluateConfig, run_dir: Path | None = None) -> list[str]:
     known = available_tasks(config, run_dir)
+    guard = config.deploy_guard.task
+    if guard != HELDOUT_TASK and guard not in known:
+        raise ValueError(f"evaluate.deploy_guard.task: unknown task {guard!r}; known: {known}")
     if "all" in config.tasks:
         return known
     unknown = [n for n in config.tasks if n not in known and n != HELDOUT_TASK]

@@ -113,8 +113,10 @@ def outcome_table(config: EmbedforgeConfig, run_dir: Path) -> str:
         return " | ".join(percent(per_model.get(ref)) for ref in columns.values())
 
     lines = ["| task | data | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    guard = config.evaluate.deploy_guard.task
     for task, per_model in scores.items():
         label = f"{task} (validation slice: held-out synthetic queries)" if task == HELDOUT_TASK else task
+        label += " (deploy guard)" if task == guard and task != HELDOUT_TASK else ""
         lines.append(f"| {label} | {labels.get(task) or '-'} | {cells(per_model)} |")
     for data, averages in evaluation.get("average_by_data", {}).items():
         lines.append(f"| **average, {data}** | | {cells(averages)} |")

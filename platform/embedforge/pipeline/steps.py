@@ -161,7 +161,7 @@ def deploy_decision(config: EmbedforgeConfig, run_dir: Path) -> DeployDecision |
     if config.serve.model or not _trains(config) or not config.evaluate.enabled or not manifest.is_file():
         return None
     scores = json.loads(manifest.read_text()).get("scores", {})
-    return decide(scores, TRAINED, starting_model(config))
+    return decide(scores, TRAINED, starting_model(config), config.evaluate.deploy_guard)
 
 
 def _deploy(config: EmbedforgeConfig, run_dir: Path) -> dict[str, Any]:
