@@ -160,26 +160,44 @@ def corpus_overrides(corpus: str, path: str) -> list[str]:
     ]
 
 
-def real_query_scores(
+def real_query_ndcg(
     models: dict[str, str], corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]
-) -> dict[str, float]:
-    """nDCG@10 x 100 of each model on every judged real query over the whole corpus (no limits), reading the
+) -> dict[str, list[float]]:
+    """nDCG@10 x 100 of each model on each judged real query over the whole corpus (no limits), reading the
     collection's vectors the run's embedding cache holds (a model's vectors are named by its weights and settings,
     so none is another model's)."""
+    from embedforge.evaluate import metrics
     from embedforge.evaluate.cached import CachedEncoder
     from embedforge.evaluate.models import load_model
     from embedforge.evaluate.run import cache_root
-    from embedforge.evaluate.scoring import score_task
+    from embedforge.evaluate.scoring import retrieval_rankings
 
     task = real_task(corpus, config, excluded)
-    scores = {}
+    per_query = {}
     for name, ref in models.items():
         started = time.time()
         # loaded as evaluation loads it (the run's model settings), so it reads the vectors evaluation cached
         encoder = CachedEncoder(load_model(ref, config.model), ref, cache_root(config))
-        scores[name] = 100 * float(score_task(task, encoder, batch_size=64)["main_score"])
-        logging.info("%s on %s real queries: nDCG@10 %.2f (%.0fs)", name, corpus, scores[name], time.time() - started)
-    return scores
+        rankings = retrieval_rankings(task, encoder, batch_size=64)
+        judged = (task.qrels[q.query_id] for q in task.queries)
+        per_query[name] = [100 * metrics.ndcg_at_k(r, j, 10) for r, j in zip(rankings, judged, strict=True)]
+        logging.info(
+            "%s on %s real queries: nDCG@10 %.2f (%.0fs)", name, corpus, mean(per_query[name]), time.time() - started
+        )
+    return per_query
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def judged_queries_needed(trained: Sequence[float], start: Sequence[float]) -> dict[str, float]:
+    """How many judged queries a guard needs to see this run's gain: the per-query gains' standard deviation (nDCG@10
+    x 100), and the number of queries whose mean gain has a standard error of REAL_GAIN, (sd / REAL_GAIN)^2."""
+    import numpy as np
+
+    sd = float(np.std(np.subtract(trained, start), ddof=1))
+    return {"per_query_gain_sd": round(sd, 2), "queries_for_standard_error_of_real_gain": round((sd / REAL_GAIN) ** 2)}
 
 
 def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) -> float:
@@ -253,6 +271,13 @@ def ratios_of(results: dict[str, dict]) -> dict[str, float]:
             sum(r["ndcg10"]["deployed"] - r["ndcg10"]["minilm"] for r in runs) / len(runs), 2
         )
         ratios[f"pipeline_minutes_{corpus}"] = round(result["seeds"]["0"]["pipeline_seconds"] / 60, 1)
+        needed = [
+            r["guard_queries_needed"]["queries_for_standard_error_of_real_gain"]
+            for r in runs
+            if "guard_queries_needed" in r
+        ]
+        if needed:  # recorded since the per-query scores are
+            ratios[f"guard_judged_queries_needed_{corpus}"] = round(sum(needed) / len(needed))
     every_run = [r for result in results.values() for r in result["seeds"].values()]
     ratios["guard_agreement"] = round(sum(map(guard_agrees, every_run)) / len(every_run), 2)
     return ratios
@@ -337,11 +362,12 @@ def main() -> None:
             start = starting_model(config)  # the deploy guard's start: a decoder as pretrained, causal attention
             if baselines is None:  # the same for every seed: the start, MiniLM and the teachers' fusion
                 models = {"start": start} | ({"minilm": MINILM} if start != MINILM else {})
-                baselines = real_query_scores(models, corpus, config, excluded)
+                baselines = real_query_ndcg(models, corpus, config, excluded)
                 baselines.setdefault("minilm", baselines["start"])
-                baselines["teachers_rrf"] = round(teacher_fusion_score(corpus, config, excluded), 2)
-            trained = {"trained": str(run_dir / "train" / "model")}
-            scores = baselines | real_query_scores(trained, corpus, config, excluded)
+                fusion = teacher_fusion_score(corpus, config, excluded)
+            trained = real_query_ndcg({"trained": str(run_dir / "train" / "model")}, corpus, config, excluded)
+            scores = {name: mean(values) for name, values in (baselines | trained).items()}
+            scores["teachers_rrf"] = round(fusion, 2)
             deployed = "trained" if decision is None or decision.deploy == "trained" else "start"
             runs[str(seed)] = record = {
                 "ndcg10": {**scores, "deployed": scores[deployed]},
@@ -351,6 +377,7 @@ def main() -> None:
                 "synth": json.loads((run_dir / "synth" / "manifest.json").read_text()).get("counts"),
                 "mine": json.loads((run_dir / "mine" / "manifest.json").read_text()).get("counts"),
                 "validation_slice_ndcg10": json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"],
+                "guard_queries_needed": judged_queries_needed(trained["trained"], baselines["start"]),
             }
             record["guard_agrees"] = guard_agrees(record)
             logging.info(

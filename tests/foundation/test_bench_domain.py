@@ -43,6 +43,14 @@ def test_seeds_are_averaged_and_the_ratios_read_every_run(domain) -> None:
     assert ratios["guard_agreement"] == round(2 / 3, 2)  # seed 1 withheld a 1-point gain
 
 
+def test_the_judged_queries_a_guard_needs_follow_the_spread_of_per_query_gains(domain) -> None:
+    needed = domain.judged_queries_needed([60.0, 50.0, 70.0, 40.0], [55.0, 55.0, 55.0, 55.0])  # gains +5 -5 +15 -15
+    assert needed == {"per_query_gain_sd": 12.91, "queries_for_standard_error_of_real_gain": 667}  # (12.91 / 0.5)^2
+    run = _run(52.0, 53.0, "trained") | {"guard_queries_needed": needed}
+    ratios = domain.ratios_of({"dbpedia_entity_subset": domain.summarize({"0": run, "1": _run(52.0, 52.0, "start")})})
+    assert ratios["guard_judged_queries_needed_dbpedia_entity_subset"] == 667  # the runs that recorded it
+
+
 def test_a_collection_without_a_beir_folder_is_written_for_the_run(domain, shared_data, tmp_path):
     assert domain.collection_file("dbpedia_entity_subset", tmp_path) == "dbpedia_entity_subset/corpus.jsonl"
     path = domain.collection_file("wikiqa_retrieval", tmp_path / "wikiqa")

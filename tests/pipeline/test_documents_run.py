@@ -3,8 +3,9 @@
 A random-weight generator writes the queries, the starting model (tiny-bert, a sentence-transformers folder) and
 MiniLM rank the whole collection, the starting model's query side is adapted by distilling their fused ranking over
 the collection while its documents stay frozen (the profile's recipe), the models are evaluated on the validation
-slice, and the deploy step serves the model the guard chose, over real HTTP; the trained model is the checkpoint
-that scored best on that slice, and the collection is encoded once per model, in mining."""
+slice and on a few judged queries of the user's own, the guard decides on those queries, and the deploy step
+serves the model it chose, over real HTTP; the trained model is the checkpoint that scored best on the slice, and
+the collection is encoded once per model, in mining."""
 
 from __future__ import annotations
 
@@ -42,9 +43,22 @@ def _documents(path: Path) -> Path:
     return path
 
 
+def _judged_queries(folder: Path, docs: Path) -> Path:
+    """A user's few judged queries as a BEIR folder over the collection: each names the two words of one document."""
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(docs.read_text())
+    rows = [json.loads(line) for line in docs.read_text().splitlines()][::7]
+    queries = "".join(json.dumps({"_id": f"q{i}", "text": f"the {r['title']}"}) + "\n" for i, r in enumerate(rows))
+    (folder / "queries.jsonl").write_text(queries)
+    qrels = "".join(f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(rows))
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels)
+    return folder
+
+
 def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tmp_path) -> None:
     prepare(["tiny-llama-vllm", "tiny-bert", "all-minilm-l6-v2"])
     docs = str(_documents(tmp_path / "docs.jsonl"))
+    judged = _judged_queries(tmp_path / "judged", Path(docs))
     config = load_config(
         REPO / "configs" / "tiny.yaml",
         [
@@ -75,7 +89,9 @@ def test_documents_profile_from_a_collection_to_a_served_encoder(ray_cluster, tm
             "teacher_temperature: 0.001, student_temperature: 0.05}}}]",
             "train.checkpoint_every=1",
             "train.select_checkpoint=true",
-            f"evaluate.tasks=[{HELDOUT_TASK}]",
+            f"evaluate.tasks=[{HELDOUT_TASK}, judged]",
+            f"evaluate.custom_tasks=[{{name: judged, family: retrieval, path: {judged}}}]",
+            "evaluate.deploy_guard={task: judged, min_gain: 0.005}",
             f"evaluate.baselines=[{MINILM}]",
             # one cold embedding cache for mining and evaluation, as on a fresh machine
             f"mine.cache_dir={tmp_path / 'cache'}",
@@ -149,14 +165,15 @@ def _check_run(config, docs: str, run_dir: Path) -> None:
     queries = [json.loads(line)["text"] for line in heldout_queries[:4]]
     assert not np.allclose(load_model(model_ref, config.model).encode_queries(queries), start.encode_queries(queries))
 
-    # the guard decided on the validation slice, and the endpoint serves the model it chose
+    # selection scored the slice as evaluation does: the selected checkpoint's score is the trained model's there
+    scores = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"]
+    assert scores[HELDOUT_TASK]["trained"] == pytest.approx(scores_by_step[selection["selected_step"]], abs=1e-6)
+    # the guard decided on the user's judged queries, by its margin, and the endpoint serves the model it chose
     deploy = record["steps"]["deploy"]
-    decision = deploy["decision"]
-    scores = json.loads((run_dir / "evaluate" / "manifest.json").read_text())["scores"][HELDOUT_TASK]
-    assert decision["trained_score"] == scores["trained"] and decision["start_score"] == scores["bundled:tiny-bert"]
-    # selection scored the slice as the guard does: the selected checkpoint's score is the guard's trained score
-    assert scores["trained"] == pytest.approx(scores_by_step[selection["selected_step"]], abs=1e-6)
-    chosen = "start" if scores["trained"] < scores["bundled:tiny-bert"] else "trained"
+    decision, judged = deploy["decision"], scores["judged"]
+    assert decision["task"] == "judged"
+    assert decision["trained_score"] == judged["trained"] and decision["start_score"] == judged[TINY_BERT]
+    chosen = "trained" if judged["trained"] >= judged[TINY_BERT] + 0.005 else "start"
     assert decision["deploy"] == chosen
     expected = "bundled:tiny-bert" if chosen == "start" else str(export_dir(run_dir, "merged"))
     assert deploy["model"] == expected

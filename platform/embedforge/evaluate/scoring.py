@@ -45,13 +45,18 @@ def score_task(task: Task, encoder: TextEncoder, batch_size: int = 32, seed: int
     return scores
 
 
-def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
+def retrieval_rankings(task: RetrievalTask, encoder: TextEncoder, batch_size: int) -> list[list[str]]:
+    """Each query's top RETRIEVAL_TOP_K document ids, best first, the corpus encoded and searched in blocks."""
     q = _queries(encoder, [x.text for x in task.queries], task, batch_size)
     ranked = metrics.RunningTopK([x.doc_id for x in task.corpus], len(q), RETRIEVAL_TOP_K)
     for start in range(0, len(task.corpus), CORPUS_BLOCK):
         block = task.corpus[start : start + CORPUS_BLOCK]
         ranked.add(q @ encoder.encode_documents([x.embedded_text for x in block], batch_size=batch_size).T, start)
-    rankings = ranked.rankings()
+    return ranked.rankings()
+
+
+def _retrieval(task: RetrievalTask, encoder: TextEncoder, batch_size: int, seed: int) -> dict[str, Any]:
+    rankings = retrieval_rankings(task, encoder, batch_size)
     judged = [task.qrels[x.query_id] for x in task.queries]
     out = {"ndcg_at_10": _mean(metrics.ndcg_at_k(r, j, 10) for r, j in zip(rankings, judged, strict=True))}
     for k in RECALL_KS:
