@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from embedforge.config import EmbedforgeConfig
+    from embedforge.data.beir import BeirDataset
     from embedforge.data.schema import Query
     from embedforge.evaluate.tasks import RetrievalTask
 
@@ -85,15 +86,15 @@ def collection_file(corpus: str, folder: Path) -> str:
     return str(folder / "corpus.jsonl")
 
 
-def judged_sample(corpus: str, purpose: str, count: int, excluded: Sequence[str] = ()) -> list[Query]:
-    """A sample of `count` of the corpus's judged real queries, seeded by the corpus and `purpose`, none of
-    `excluded`. Judged ones, because a query without a judgment in these subsets is one whose relevant documents the
-    subset does not hold, where a user's own queries are about their own collection."""
+def judged_sample(
+    corpus: str, dataset: BeirDataset, purpose: str, count: int, excluded: Sequence[str] = ()
+) -> list[Query]:
+    """A sample of `count` of the corpus's judged real queries (`dataset`, read once by the caller), seeded by the
+    corpus and `purpose`, none of `excluded`. Judged ones, because a query without a judgment in these subsets is one
+    whose relevant documents the subset does not hold, where a user's own queries are about their own collection."""
     import random
 
-    from embedforge.data.shared import read_shared
-
-    dataset, left_out = read_shared(corpus), set(excluded)
+    left_out = set(excluded)
     judged = {q.query_id for q in dataset.qrels if q.relevance > 0}
     candidates = [q for q in dataset.queries if q.query_id in judged and q.query_id not in left_out]
     return random.Random(f"{corpus}:{purpose}").sample(candidates, count)
@@ -103,7 +104,9 @@ def example_queries_file(corpus: str, folder: Path, count: int) -> tuple[str, li
     """`count` judged real queries written to `folder`/example_queries.txt for `synth.example_queries`, and their
     ids, which scoring then leaves out (BM25 shows each beside the passage it ranks first, so they must be queries
     the collection answers)."""
-    picked = judged_sample(corpus, "example_queries", count)
+    from embedforge.data.shared import read_shared
+
+    picked = judged_sample(corpus, read_shared(corpus), "example_queries", count)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "example_queries.txt").write_text("".join(q.text + "\n" for q in picked), encoding="utf-8")
     return str(folder / "example_queries.txt"), sorted(q.query_id for q in picked)
@@ -118,13 +121,14 @@ def guard_queries_folder(
     from embedforge.data.shared import read_shared
     from embedforge.paths import resolve_data_path
 
-    picked = judged_sample(corpus, "guard_queries", count, excluded)
+    dataset = read_shared(corpus)
+    picked = judged_sample(corpus, dataset, "guard_queries", count, excluded)
     ids = {q.query_id for q in picked}
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(resolve_data_path(collection), folder / "corpus.jsonl")
     with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
         fh.writelines(json.dumps({"_id": q.query_id, "text": q.text}, ensure_ascii=False) + "\n" for q in picked)
-    qrels = [q for q in read_shared(corpus).qrels if q.query_id in ids]
+    qrels = [q for q in dataset.qrels if q.query_id in ids]
     rows = "".join(f"{q.query_id}\t{q.doc_id}\t{q.relevance}\n" for q in qrels)
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + rows, encoding="utf-8")
     return str(folder), sorted(ids)
