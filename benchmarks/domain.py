@@ -205,22 +205,24 @@ def judged_queries_needed(trained: Sequence[float], start: Sequence[float]) -> d
 
 
 def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequence[str]) -> float:
-    """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' rankings of the whole corpus
-    fused by RRF (`mine.rrf_k`), each teacher's vectors of the corpus read from the run's embedding cache, where
-    mining put them, and its query vectors fed back as mining feeds them (`feedback`)."""
+    """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' scores of the whole corpus
+    fused as mining fuses them (`mine.fusion`; the standardized mean here standardises over the whole corpus,
+    mining over a query's candidates), each teacher's vectors of the corpus read from the run's embedding cache,
+    where mining put them, and its query vectors fed back as mining feeds them (`feedback`)."""
     import numpy as np
 
     from embedforge.config.mine import DENSE_KINDS
     from embedforge.embeddings.cache import EmbeddingCache
     from embedforge.evaluate import metrics
     from embedforge.mine.feedback import expand_queries
+    from embedforge.mine.fusion import fuse
     from embedforge.mine.index import build_index
     from embedforge.mine.run import cache_root
     from embedforge.mine.teachers.dense import DenseIdentity, encode_side, load_dense_teacher
 
     task = real_task(corpus, config, excluded)
     sides = {"query": [q.text for q in task.queries], "document": [d.embedded_text for d in task.corpus]}
-    fused = np.zeros((len(task.queries), len(task.corpus)))
+    teacher_scores = []
     for teacher in (t for t in config.mine.teachers if t.kind in DENSE_KINDS):
         identity, vectors = DenseIdentity(teacher), {}
         for side, texts in sides.items():
@@ -233,12 +235,14 @@ def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequen
         if teacher.feedback is not None:
             index = build_index(vectors["document"], config.mine)
             queries = expand_queries(queries, index, vectors["document"], teacher.feedback)
-        ranks = np.argsort(np.argsort(-(queries @ vectors["document"].T), axis=1), axis=1)
-        fused += 1.0 / (config.mine.rrf_k + ranks + 1)
+        teacher_scores.append(queries @ vectors["document"].T)
+    rows = list(range(len(task.corpus)))
     ids = [d.doc_id for d in task.corpus]
-    top = np.argsort(-fused, axis=1)[:, :10]
-    judged = [task.qrels[q.query_id] for q in task.queries]
-    per_query = [metrics.ndcg_at_k([ids[d] for d in row], qrels, 10) for row, qrels in zip(top, judged, strict=True)]
+    per_query = []
+    for i, q in enumerate(task.queries):
+        fused = fuse(rows, [scores[i] for scores in teacher_scores], config.mine.fusion, config.mine.rrf_k)
+        top = np.argsort(-fused)[:10]
+        per_query.append(metrics.ndcg_at_k([ids[d] for d in top], task.qrels[q.query_id], 10))
     return 100 * float(np.mean(per_query))
 
 
@@ -371,7 +375,7 @@ def main() -> None:
                 fusion = teacher_fusion_score(corpus, config, excluded)
             trained = real_query_ndcg({"trained": str(run_dir / "train" / "model")}, corpus, config, excluded)
             scores = {name: mean(values) for name, values in (baselines | trained).items()}
-            scores["teachers_rrf"] = round(fusion, 2)
+            scores["teachers_fusion"] = round(fusion, 2)
             deployed = "trained" if decision is None or decision.deploy == "trained" else "start"
             runs[str(seed)] = record = {
                 "ndcg10": {**scores, "deployed": scores[deployed]},

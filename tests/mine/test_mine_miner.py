@@ -123,3 +123,25 @@ def test_soft_labels_from_one_teacher_are_its_own_scores_while_selection_uses_th
     assert "soft_labels_from" not in fused_only.model_dump()  # unset, the stage hash stays what it was
     with pytest.raises(ValueError, match="only 2 teachers"):
         MineConfig(teachers=teachers, soft_labels_from=2)
+
+
+def test_standardized_mean_fusion_keeps_the_teachers_margins_as_scores():
+    """`mine.fusion: standardized_mean`: the fused scores (the soft labels) are the mean of each teacher's z-scores
+    over the query's documents; a perc_pos margin cannot read z-scores, so that config is refused."""
+    from embedforge.config.mine import TeacherConfig
+
+    pool, view = _toy_pool_and_views()
+    bm25 = BM25Teacher(pool.corpus)
+    teachers = [TeacherConfig(kind="sentence_transformers", model="m"), TeacherConfig(kind="bm25")]
+    selection = SelectionConfig(margin_type="none", num_negatives=3, candidate_k=4)
+    config = MineConfig(teachers=teachers, selection=selection, fusion="standardized_mean")
+    [result] = PoolMiner(pool, config, dense=[view], bm25=bm25).mine(pool.queries())
+    ids = sorted(result.scores)
+    dense = np.array([float(view.doc_vectors[d] @ np.array([1.0, 0.0])) for d in ids])
+    lexical = bm25.scores("cats purr")[ids]
+    expected = ((dense - dense.mean()) / dense.std() + (lexical - lexical.mean()) / lexical.std()) / 2
+    assert [result.scores[d] for d in ids] == pytest.approx(expected)
+    assert result.candidate_ids[0] == 2  # "cats sleep a lot" leads the negatives, as under RRF
+    assert "fusion" not in MineConfig(teachers=teachers, selection=selection).model_dump()  # the hash stays
+    with pytest.raises(ValueError, match="perc_pos margin cannot scale"):
+        MineConfig(teachers=teachers, fusion="standardized_mean")

@@ -189,6 +189,13 @@ class MineConfig(Section):
     teachers: list[TeacherConfig] = Field(
         default_factory=lambda: [TeacherConfig(kind="sentence_transformers", model="bundled:all-minilm-l6-v2")]
     )
+    fusion: Literal["rrf", "standardized_mean"] = Field(
+        "rrf",
+        description="how several teachers' scores of a query's candidates become one: rrf (LGAI 4.1; ranks only) or "
+        "standardized_mean (each teacher's scores standardised over the query's candidates and positives, then "
+        "averaged: the fused scores, and so the soft labels, keep the teachers' margins; they are z-scores, so a "
+        "distillation temperature reads them in standard deviations)",
+    )
     rrf_k: PositiveInt = 60
     index: Literal["exact", "ivf", "hnsw"] = "exact"
     ivf_nlist: PositiveInt = 256
@@ -219,7 +226,7 @@ class MineConfig(Section):
         "labels are one teacher's scores). None: the fused scores (LGAI 4.3)",
     )
 
-    implicit_values: ClassVar[dict[str, Any]] = {"soft_labels_from": None}
+    implicit_values: ClassVar[dict[str, Any]] = {"soft_labels_from": None, "fusion": "rrf"}
 
     def soft_label_position(self) -> int | None:
         """Where `soft_labels_from`'s scores sit in the miner's per-query teacher scores (dense teachers in
@@ -243,6 +250,11 @@ class MineConfig(Section):
         if self.soft_labels_from is not None and self.soft_labels_from >= len(self.teachers):
             raise ValueError(
                 f"mine.soft_labels_from {self.soft_labels_from}: there are only {len(self.teachers)} teachers (0-based)"
+            )
+        if self.fusion == "standardized_mean" and self.selection.margin_type == "perc_pos":
+            raise ValueError(
+                "mine.fusion standardized_mean: its scores are z-scores (negative below the mean), which a perc_pos "
+                "margin cannot scale; set mine.selection.margin_type to absolute (in standard deviations) or none"
             )
         if all(t.kind in PAIRWISE_KINDS for t in self.teachers):
             raise ValueError(

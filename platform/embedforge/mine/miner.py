@@ -1,8 +1,8 @@
 """Mine one pool's queries: retrieve candidates with every retrieving teacher (faiss for dense teachers, BM25),
-score the union of candidates and the query's positives with every teacher, fuse by RRF when there are several
-teachers (LGAI 4.1; one teacher's raw scores are used as they are), then select negatives positive-aware
-(NV-Embed 4.1.1). The fused scores of the positive and the kept negatives are the soft labels (LGAI 4.3), or one
-teacher's own scores (`mine.soft_labels_from`).
+score the union of candidates and the query's positives with every teacher, fuse them when there are several
+teachers (`mine.fusion`: RRF, LGAI 4.1, or the standardized mean; one teacher's raw scores are used as they are),
+then select negatives positive-aware (NV-Embed 4.1.1). The fused scores of the positive and the kept negatives are
+the soft labels (LGAI 4.3), or one teacher's own scores (`mine.soft_labels_from`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedforge.config.mine import MineConfig
-from embedforge.mine.fusion import ranking_from_scores, rrf_scores
+from embedforge.mine.fusion import fuse
 from embedforge.mine.index import SearchIndex, search
 from embedforge.mine.pools import MiningPool, QueryKey
 from embedforge.mine.selection import Selection, select_negatives
@@ -100,12 +100,6 @@ class PoolMiner:
                 offset += len(ids)
         return per_query
 
-    def _fuse(self, ids: list[int], teacher_scores: list[np.ndarray]) -> np.ndarray:
-        if len(teacher_scores) == 1:
-            return np.asarray(teacher_scores[0], dtype=np.float64)
-        fused = rrf_scores([ranking_from_scores(ids, s) for s in teacher_scores], self.config.rrf_k)
-        return np.array([fused[d] for d in ids], dtype=np.float64)
-
     def mine(self, keys: Sequence[QueryKey], seed: int = 0) -> list[QueryResult]:
         """Negatives for each query of `keys` (each key must be a query of the pool)."""
         if not keys:
@@ -117,7 +111,7 @@ class PoolMiner:
         sel_config = self.config.selection
         results = []
         for key, ids, teacher_scores in zip(keys, unions, per_query, strict=True):
-            fused = self._fuse(ids, teacher_scores)
+            fused = fuse(ids, teacher_scores, self.config.fusion, self.config.rrf_k)
             positives = self.pool.positives[key]
             order = np.lexsort((np.asarray(ids), -fused))[: sel_config.candidate_k + len(positives) + 1]
             ranked = [ids[j] for j in order]
