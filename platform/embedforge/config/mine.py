@@ -222,8 +222,9 @@ class MineConfig(Section):
         None,
         description="index in mine.teachers of the teacher whose own scores become each example's soft labels "
         "(positive_score, negative_scores: what losses.distill with scores: mined matches). With several teachers "
-        "the fused RRF scores keep only ranks; one teacher's cosine keeps the margins a KL reads (GPL's pseudo "
-        "labels are one teacher's scores). None: the fused scores (LGAI 4.3)",
+        "RRF's fused scores keep only ranks; one teacher's cosine keeps the margins a KL reads (GPL's pseudo "
+        "labels are one teacher's scores), as `fusion: standardized_mean` keeps every teacher's. None: the fused "
+        "scores (LGAI 4.3)",
     )
 
     implicit_values: ClassVar[dict[str, Any]] = {"soft_labels_from": None, "fusion": "rrf"}
