@@ -61,6 +61,7 @@ GOALS = {
     "pipeline_minutes_dbpedia_entity_subset": "<= 10",
 }
 REAL_GAIN = 0.5  # what the guard must see: the trained model beats its start by this much on the real queries
+TIE_ORDERS = 16  # random orders of tied fused scores averaged in the teachers' fusion score
 STAGES = ("synth", "mine", "train", "evaluate")
 GUARD_TASK = "judged_queries"  # the deploy guard's task with --guard-queries: a few of the user's judged queries
 
@@ -208,7 +209,8 @@ def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequen
     """nDCG@10 x 100 on the real queries of what training distils: the mining teachers' scores of the whole corpus
     fused as mining fuses them (`mine.fusion`; the standardized mean here standardises over the whole corpus,
     mining over a query's candidates), each teacher's vectors of the corpus read from the run's embedding cache,
-    where mining put them, and its query vectors fed back as mining feeds them (`feedback`)."""
+    where mining put them, and its query vectors fed back as mining feeds them (`feedback`); tied fused scores are
+    scored in TIE_ORDERS random orders and averaged."""
     import numpy as np
 
     from embedforge.config.mine import DENSE_KINDS
@@ -236,13 +238,15 @@ def teacher_fusion_score(corpus: str, config: EmbedforgeConfig, excluded: Sequen
             index = build_index(vectors["document"], config.mine)
             queries = expand_queries(queries, index, vectors["document"], teacher.feedback)
         teacher_scores.append(queries @ vectors["document"].T)
-    rows = list(range(len(task.corpus)))
-    ids = [d.doc_id for d in task.corpus]
+    rows, ids = list(range(len(task.corpus))), [d.doc_id for d in task.corpus]
+    rng = np.random.default_rng(0)
     per_query = []
     for i, q in enumerate(task.queries):
         fused = fuse(rows, [scores[i] for scores in teacher_scores], config.mine.fusion, config.mine.rrf_k)
-        top = np.argsort(-fused)[:10]
-        per_query.append(metrics.ndcg_at_k([ids[d] for d in top], task.qrels[q.query_id], 10))
+        # RRF ties are common (ranks (a, b) and (b, a) sum alike) and the distillation target weighs tied documents
+        # alike, so no order of them is what training learns: the score is the mean over random orders of the ties
+        orders = (np.lexsort((rng.permutation(len(rows)), -fused))[:10] for _ in range(TIE_ORDERS))
+        per_query.append(mean([metrics.ndcg_at_k([ids[d] for d in top], task.qrels[q.query_id], 10) for top in orders]))
     return 100 * float(np.mean(per_query))
 
 
